@@ -1,0 +1,73 @@
+# Thin wrapper over CMake + ninja. `make run` and `make test` are the two
+# commands a newcomer needs; both install what is missing first.
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+VENV       ?= .venv
+CONF       ?= colibri.conf
+# -Werror in CI, plain warnings at a desk
+WERROR     ?= $(if $(CI),ON,OFF)
+CMAKE_ARGS ?=
+
+.PHONY: all build asan run test unit blackbox spec format format-check bench fuzz \
+        deps test-deps clean
+
+all: build
+
+deps:
+	@scripts/deps.sh build
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DCOLIBRI_WERROR=$(WERROR) $(CMAKE_ARGS)
+
+$(ASAN_BUILD)/build.ninja:
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCOLIBRI_SANITIZE=ON \
+	    -DCOLIBRI_WERROR=$(WERROR) $(CMAKE_ARGS)
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD)
+
+asan: deps $(ASAN_BUILD)/build.ninja
+	cmake --build $(ASAN_BUILD)
+
+run: build
+	./$(BUILD)/colibri -c $(CONF)
+
+test-deps: deps
+	@scripts/deps.sh test
+	@test -x $(VENV)/bin/pytest || (python3 -m venv $(VENV) && \
+	    $(VENV)/bin/pip install -q -r tests/requirements.txt)
+
+unit: build asan
+	cd $(BUILD) && ctest --output-on-failure
+	cd $(ASAN_BUILD) && ctest --output-on-failure
+
+blackbox: build asan test-deps
+	COLIBRI_BIN=$(BUILD)/colibri $(VENV)/bin/pytest -q tests/http
+	COLIBRI_BIN=$(ASAN_BUILD)/colibri $(VENV)/bin/pytest -q tests/http
+
+# The official Mustache spec, when ../shared is beside the checkout (CI).
+SPEC_DIR ?= ../shared/mustache-spec
+spec: build test-deps
+	$(VENV)/bin/python tests/spec/run_spec.py $(BUILD)/colibri-tpl $(SPEC_DIR)
+
+test: test-deps unit blackbox format-check
+
+FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+format:
+	clang-format -i $(FORMAT_FILES)
+format-check: test-deps
+	clang-format --dry-run --Werror $(FORMAT_FILES)
+
+bench: build
+	@scripts/deps.sh bench
+	bench/run.sh
+
+fuzz:
+	@scripts/deps.sh build fuzz
+	cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug \
+	    -DCOLIBRI_FUZZ=ON
+	cmake --build build-fuzz
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz

@@ -1,0 +1,51 @@
+/* common.h - tiny helpers every module uses.
+ *
+ * Nothing here allocates on its own except memdup()/ALLOC_INIT(), which
+ * return NULL on failure like any constructor.
+ */
+#pragma once
+
+#include <assert.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define likely(x)   __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+#define N_ELEMENTS(a) (sizeof(a) / sizeof((a)[0]))
+#define UNUSED        __attribute__((unused))
+
+#ifndef MIN
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#endif
+
+/* A length-delimited view into memory somebody else owns. */
+struct view {
+    const char *p;
+    size_t len;
+};
+
+#define VIEW_LIT(s) ((struct view){.p = (s), .len = sizeof(s) - 1})
+
+static inline bool view_eq(struct view v, const char *s, size_t len)
+{
+    return v.len == len && memcmp(v.p, s, len) == 0;
+}
+
+/* ASCII case-insensitive equality of two byte ranges of the same length. */
+bool mem_case_eq(const char *a, const char *b, size_t len);
+
+static inline void *memdup(const void *src, size_t len)
+{
+    void *p = malloc(len);
+    return p ? memcpy(p, src, len) : NULL;
+}
+
+/* Heap objects are born fully initialised:
+ *     struct foo *f = ALLOC_INIT(struct foo, {.a = 1, .b = "x"});
+ * Every named field is type-checked; the rest are zero. */
+#define ALLOC_INIT(type, ...) ((type *)memdup(&(type)__VA_ARGS__, sizeof(type)))

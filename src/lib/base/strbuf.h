@@ -1,0 +1,40 @@
+/* strbuf.h - a growable byte buffer.
+ *
+ * The buffer owns its memory (buf, cap); len bytes are used and buf[len] is
+ * always a NUL, so buf can be handed to C string functions. Appends return 0
+ * or -ENOMEM; on failure the buffer is unchanged. Not thread-safe: one owner.
+ */
+#pragma once
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct strbuf {
+    char *buf;
+    size_t len;
+    size_t cap; /* bytes usable before a reallocation, not counting the NUL */
+};
+
+/* A zeroed strbuf is a valid empty buffer; init just reserves up front. */
+int strbuf_init(struct strbuf *sb, size_t cap);
+void strbuf_free(struct strbuf *sb);
+static inline void strbuf_reset(struct strbuf *sb)
+{
+    sb->len = 0;
+    if (sb->buf)
+        sb->buf[0] = '\0';
+}
+
+/* Make room for at least n more bytes. */
+int strbuf_reserve(struct strbuf *sb, size_t n);
+int strbuf_append(struct strbuf *sb, const void *p, size_t len);
+int strbuf_append_str(struct strbuf *sb, const char *s);
+int strbuf_append_char(struct strbuf *sb, char c);
+int strbuf_append_u64(struct strbuf *sb, uint64_t v);
+int strbuf_append_i64(struct strbuf *sb, int64_t v);
+int strbuf_printf(struct strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int strbuf_vprintf(struct strbuf *sb, const char *fmt, va_list ap);
+
+/* Give up ownership of the bytes: the caller frees the result. */
+char *strbuf_steal(struct strbuf *sb);

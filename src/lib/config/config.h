@@ -1,0 +1,70 @@
+/* config.h - the configuration file: a small, forgiving text format parsed
+ * into a tree that the server and its modules read.
+ *
+ *     # comment
+ *     listener 127.0.0.1:8080          # "key value" ...
+ *     threads = 2                      # ... and "key = value" are the same
+ *     name = "quoted # not a comment"  # double quotes, with \" \\ \n \t escapes
+ *     root = ${WWW_ROOT:./wwwroot}     # environment, with a default
+ *     site {                           # a section; it may carry arguments:
+ *         serve_files / {              #   name = "serve_files", value = "/"
+ *             path = ./wwwroot
+ *         }
+ *     }
+ *
+ * Readers take nodes with config_take*(), which marks them used; once every
+ * module has read its part, config_check_unused() reports the first key
+ * nobody took, so a typo is an error, not a silently ignored line. Every
+ * error message names the file, the line and the key:
+ *     "colibri.conf:12: keep_alive_timeout: bad duration 'abc'"
+ *
+ * Not thread-safe; read at start-up.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct config_node {
+    const char *file; /* owned by the struct config */
+    char *name;
+    char *value; /* after expansion and unquoting; "" when none */
+    int line;
+    bool is_section;
+    bool used;
+    struct config_node *children; /* sections only */
+    struct config_node *next;
+};
+
+struct config {
+    struct config_node *root; /* a section holding the top-level nodes */
+    char *file;
+};
+
+/* Return NULL and a message in err ("file:line: ...") on failure. */
+struct config *config_parse_file(const char *path, char *err, size_t errlen);
+struct config *config_parse_string(const char *name, const char *text, char *err, size_t errlen);
+void config_free(struct config *cfg);
+
+/* The first not-yet-used child of section named name, marked used; NULL if
+ * none. Call repeatedly for repeatable keys. */
+struct config_node *config_take(struct config_node *section, const char *name);
+/* The next not-yet-used child, whatever its name (for sections whose keys
+ * are open-ended, like "site"); marked used. */
+struct config_node *config_take_any(struct config_node *section);
+
+/* Value conversions; each returns 0, or -EINVAL with err set. */
+int config_duration_ms(const struct config_node *n, uint64_t *ms, char *err, size_t errlen);
+int config_size(const struct config_node *n, uint64_t *bytes, char *err, size_t errlen);
+int config_bool(const struct config_node *n, bool *out, char *err, size_t errlen);
+int config_int(const struct config_node *n, long min, long max, long *out, char *err,
+               size_t errlen);
+
+/* Formats "file:line: name: message" into err and returns -EINVAL. */
+int config_error(const struct config_node *n, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* -EINVAL with "file:line: unknown key 'x'" for the first node (depth
+ * first) that nobody took; 0 when every node was used. */
+int config_check_unused(const struct config *cfg, char *err, size_t errlen);

@@ -1,0 +1,119 @@
+/* parser.h - the HTTP/1.1 request parser (RFC 9112), a pure function.
+ *
+ * No I/O, no allocation, no copies: everything it returns is a view into the
+ * caller's buffer, valid as long as the buffer is. Thread-safe (no state).
+ *
+ * http_parse_head() validates the whole request head in one pass (request
+ * line and every header field, strictly) but extracts only the fields the
+ * server itself needs for framing and routing. Any other header is found on
+ * demand with http_header_find(), which scans the already-validated block.
+ *
+ * Strictness: anything ambiguous is an error, never a guess (see the table
+ * in tests/unit/test_parser.c). Return values:
+ *   > 0   the head is complete; that many bytes (leading empty lines, request
+ *         line, fields and the final CRLF) belong to it;
+ *   0     incomplete: read more and call again with the whole buffer;
+ *   < 0   minus the HTTP status to answer with before closing:
+ *         -400 malformed, -414 target too long, -431 head too large,
+ *         -501 unknown method or transfer coding, -505 HTTP version,
+ *         -417 an expectation other than 100-continue.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/common.h"
+
+enum http_method {
+    HTTP_GET = 0,
+    HTTP_HEAD,
+    HTTP_POST,
+    HTTP_PUT,
+    HTTP_DELETE,
+    HTTP_OPTIONS,
+    HTTP_PATCH,
+    HTTP_TRACE,
+    HTTP_METHOD_COUNT
+};
+#define HTTP_METHOD_BIT(m) (1u << (m))
+
+enum http_head_flags {
+    HTTP_F_CHUNKED = 1u << 0,         /* Transfer-Encoding: chunked */
+    HTTP_F_CONN_CLOSE = 1u << 1,      /* Connection: close */
+    HTTP_F_CONN_KEEP_ALIVE = 1u << 2, /* Connection: keep-alive */
+    HTTP_F_EXPECT_CONTINUE = 1u << 3, /* Expect: 100-continue */
+    HTTP_F_ASTERISK = 1u << 4,        /* request-target "*" (OPTIONS only) */
+    HTTP_F_ABSOLUTE = 1u << 5,        /* absolute-form target */
+    HTTP_F_HAS_QUERY = 1u << 6,       /* the target had a '?' (query may be empty) */
+};
+
+struct http_limits {
+    size_t max_head;   /* whole head incl. request line; default 8192 */
+    size_t max_target; /* request-target; default 8000 */
+};
+#define HTTP_LIMITS_DEFAULT ((struct http_limits){.max_head = 8192, .max_target = 8000})
+
+struct http_head {
+    struct view method_str;
+    struct view target;  /* the request-target exactly as sent */
+    struct view path;    /* path part, still percent-encoded ("*" for asterisk-form) */
+    struct view query;   /* after '?', without it; empty if none */
+    struct view host;    /* Host field value, or the authority of an absolute-form target */
+    struct view headers; /* the raw field lines: from the first one up to and including
+                            the CRLF of the last (empty if there are none) */
+    int64_t content_length; /* -1 when absent */
+    enum http_method method;
+    uint8_t version_minor; /* 0 or 1 (1.x with x > 1 is treated as 1.1) */
+    uint16_t flags;        /* enum http_head_flags */
+};
+
+ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *lim,
+                        struct http_head *head);
+
+/* Finds the first field named name (case-insensitive) in a block that
+ * http_parse_head() accepted; the value has no leading/trailing whitespace. */
+bool http_header_find(struct view headers, const char *name, size_t name_len, struct view *value);
+
+/* Finds the parameter name in a query string ("a=1&b=2"); value is still
+ * percent-encoded. A parameter without '=' has an empty value. */
+bool http_query_find(struct view query, const char *name, size_t name_len, struct view *value);
+
+/* Finds a cookie in a Cookie header value ("a=1; b=2"); quotes around the
+ * value are removed. */
+bool http_cookie_find(struct view cookies, const char *name, size_t name_len, struct view *value);
+
+/* Percent-decodes src into dst (dst may equal src: decoding never grows).
+ * With plus_is_space, '+' becomes ' ' (query strings). Returns the decoded
+ * length, or -1 for a bad escape or an encoded NUL, CR or LF. */
+ssize_t http_percent_decode(char *dst, const char *src, size_t len, bool plus_is_space);
+
+/* Incremental, in-place chunked-body decoder.
+ *
+ * Feed it the bytes after the head, as they arrive. Each call consumes input
+ * from buf and moves the payload bytes it found to the front of buf (they
+ * never overlap wrongly: payload never outruns consumption). Chunk extensions
+ * are skipped (at most max_ext bytes per chunk), trailer fields are validated
+ * and dropped (at most max_trailers bytes in all).
+ *
+ * Returns the number of input bytes consumed (>= 0) and sets *payload to the
+ * number of payload bytes now at buf[0..*payload); sets st->done once the
+ * last chunk and the trailers have been consumed (bytes after that belong to
+ * the next request). Returns -400 for a bad chunk size, overflow, missing
+ * CRLF, or extension/trailer limits exceeded. Unconsumed input (a partial
+ * size line, say) must be presented again, in front of new bytes. */
+struct http_chunked {
+    uint64_t remaining; /* payload bytes left in the current chunk */
+    size_t ext_len, trailer_len;
+    uint8_t state;
+    bool done;
+};
+#define HTTP_CHUNKED_MAX_EXT      4096
+#define HTTP_CHUNKED_MAX_TRAILERS 8192
+
+ssize_t http_chunked_decode(struct http_chunked *st, char *buf, size_t len, size_t *payload);
+
+/* "GET" etc. for a method; NULL out of range. */
+struct view http_method_name(enum http_method m);

@@ -1,0 +1,46 @@
+/* AArch64 AAPCS64 context switch: x19-x29, the link register x30, the low
+ * halves of v8-v15 (d8-d15) and sp are callee-saved; nothing else is. */
+        .text
+        .globl  coro_arch_swap
+        .type   coro_arch_swap, %function
+/* void coro_arch_swap(struct coro_arch *from, struct coro_arch *to) */
+coro_arch_swap:
+        sub     sp, sp, #160
+        stp     x19, x20, [sp, #0]
+        stp     x21, x22, [sp, #16]
+        stp     x23, x24, [sp, #32]
+        stp     x25, x26, [sp, #48]
+        stp     x27, x28, [sp, #64]
+        stp     x29, x30, [sp, #80]
+        stp     d8, d9, [sp, #96]
+        stp     d10, d11, [sp, #112]
+        stp     d12, d13, [sp, #128]
+        stp     d14, d15, [sp, #144]
+        mov     x2, sp
+        str     x2, [x0]
+        ldr     x2, [x1]
+        mov     sp, x2
+        ldp     x19, x20, [sp, #0]
+        ldp     x21, x22, [sp, #16]
+        ldp     x23, x24, [sp, #32]
+        ldp     x25, x26, [sp, #48]
+        ldp     x27, x28, [sp, #64]
+        ldp     x29, x30, [sp, #80]
+        ldp     d8, d9, [sp, #96]
+        ldp     d10, d11, [sp, #112]
+        ldp     d12, d13, [sp, #128]
+        ldp     d14, d15, [sp, #144]
+        add     sp, sp, #160
+        ret
+        .size   coro_arch_swap, .-coro_arch_swap
+
+/* coro_arch_make() left the argument in x19 and entry in x20. */
+        .globl  coro_arch_trampoline
+        .type   coro_arch_trampoline, %function
+coro_arch_trampoline:
+        mov     x0, x19
+        blr     x20
+        brk     #0
+        .size   coro_arch_trampoline, .-coro_arch_trampoline
+
+        .section .note.GNU-stack,"",%progbits

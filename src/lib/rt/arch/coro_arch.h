@@ -1,0 +1,28 @@
+/* coro_arch.h - the machine part of a coroutine: saved registers, making a
+ * fresh context on a stack, and switching.
+ *
+ * Three implementations, one chosen at build time (CMake option COLIBRI_CORO):
+ * coro_x86_64.S and coro_aarch64.S save only the callee-saved registers and
+ * make no system call; coro_ucontext.c is the portable fallback.
+ */
+#pragma once
+
+#include <stddef.h>
+
+#if defined(COLIBRI_CORO_UCONTEXT)
+#include <ucontext.h>
+struct coro_arch {
+    ucontext_t uc;
+};
+#else
+struct coro_arch {
+    void *sp; /* the callee-saved registers are pushed on the stack */
+};
+#endif
+
+/* Prepare ctx so that switching to it calls entry(arg) on the given stack.
+ * entry must never return. */
+void coro_arch_make(struct coro_arch *ctx, void *stack, size_t size, void (*entry)(void *),
+                    void *arg);
+/* Save the current registers into from, load to's. */
+void coro_arch_swap(struct coro_arch *from, struct coro_arch *to);
