@@ -12,6 +12,10 @@
  *         }
  *     }
  *
+ * A '#' starts a comment at the start of a word (so "/page#top" keeps its
+ * '#'); quote a value that needs " #". Inside quotes "\$" is a literal '$'.
+ * A variable's default applies when it is unset or empty.
+ *
  * Readers take nodes with config_take*(), which marks them used; once every
  * module has read its part, config_check_unused() reports the first key
  * nobody took, so a typo is an error, not a silently ignored line. Every
@@ -45,6 +49,10 @@ struct config {
 /* Return NULL and a message in err ("file:line: ...") on failure. */
 struct config *config_parse_file(const char *path, char *err, size_t errlen);
 struct config *config_parse_string(const char *name, const char *text, char *err, size_t errlen);
+/* The same over len bytes that need not end in a NUL; a NUL byte inside is
+ * an error, as in a file. name is used in messages (NULL: "<string>"). */
+struct config *config_parse_buffer(const char *name, const char *text, size_t len, char *err,
+                                   size_t errlen);
 void config_free(struct config *cfg);
 
 /* The first not-yet-used child of section named name, marked used; NULL if

@@ -103,7 +103,8 @@ ssize_t http_percent_decode(char *dst, const char *src, size_t len, bool plus_is
  * last chunk and the trailers have been consumed (bytes after that belong to
  * the next request). Returns -400 for a bad chunk size, overflow, missing
  * CRLF, or extension/trailer limits exceeded. Unconsumed input (a partial
- * size line, say) must be presented again, in front of new bytes. */
+ * size line, say) must be presented again, in front of new bytes.
+ * A body starts from a zeroed struct: struct http_chunked st = {0}. */
 struct http_chunked {
     uint64_t remaining; /* payload bytes left in the current chunk */
     size_t ext_len, trailer_len;

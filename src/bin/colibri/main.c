@@ -1,0 +1,124 @@
+/* colibri - the server program: flags, config file, signals. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "colibri.h"
+#include "files/files.h"
+
+static struct colibri_server *the_server;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    if (the_server)
+        colibri_server_shutdown(the_server);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: colibri [-c FILE] [-l ADDR:PORT] [-r ROOT] [-t THREADS] [--help] [--version]\n"
+               "  -c, --config FILE     config file (default: ./colibri.conf if present)\n"
+               "  -l, --listen ADDR:PORT listen here instead of the config's listeners\n"
+               "                        (127.0.0.1:8080, [::1]:8080, *:8080); repeatable\n"
+               "  -r, --root DIR        serve DIR at /\n"
+               "  -t, --threads N       worker threads (0: one per CPU)\n"
+               "  -h, --help            this text\n"
+               "  -v, --version         print the version\n");
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'}, {"listen", required_argument, NULL, 'l'},
+        {"root", required_argument, NULL, 'r'},   {"threads", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},         {"version", no_argument, NULL, 'v'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *config = NULL, *root = NULL, *listen[16];
+    unsigned n_listen = 0;
+    long threads = -1;
+    int c;
+    while ((c = getopt_long(argc, argv, "c:l:r:t:hv", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            config = optarg;
+            break;
+        case 'l':
+            if (n_listen == sizeof(listen) / sizeof(listen[0])) {
+                fprintf(stderr, "colibri: too many -l\n");
+                return 2;
+            }
+            listen[n_listen++] = optarg;
+            break;
+        case 'r':
+            root = optarg;
+            break;
+        case 't': {
+            char *end;
+            threads = strtol(optarg, &end, 10);
+            if (*end || threads < 0 || threads > 1024) {
+                fprintf(stderr, "colibri: -t wants a number from 0 to 1024\n");
+                return 2;
+            }
+            break;
+        }
+        case 'h':
+            usage(stdout);
+            return 0;
+        case 'v':
+            printf("colibri %s\n", COLIBRI_VERSION);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "colibri: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+
+    char err[512] = "";
+    struct colibri_server *srv = colibri_server_new();
+    if (!srv) {
+        fprintf(stderr, "colibri: out of memory\n");
+        return 1;
+    }
+    if (!config && access("colibri.conf", F_OK) == 0)
+        config = "colibri.conf";
+    if (config && colibri_server_load_config(srv, config, err, sizeof(err)) < 0)
+        goto out_error;
+    if (n_listen) {
+        colibri_server_clear_listeners(srv);
+        for (unsigned i = 0; i < n_listen; i++)
+            if (colibri_server_listen(srv, listen[i], err, sizeof(err)) < 0)
+                goto out_error;
+    }
+    if (root && files_route(srv, "/", root, err, sizeof(err)) < 0)
+        goto out_error;
+    if (threads >= 0)
+        colibri_server_set_threads(srv, (unsigned)threads);
+
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    the_server = srv;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    if (colibri_server_run(srv, err, sizeof(err)) < 0)
+        goto out_error;
+    the_server = NULL;
+    colibri_server_free(srv);
+    return 0;
+
+out_error:
+    fprintf(stderr, "colibri: %s\n", err);
+    colibri_server_free(srv);
+    return 1;
+}

@@ -1,0 +1,687 @@
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "base/common.h"
+#include "base/strbuf.h"
+
+#define CONFIG_MAX_DEPTH 32
+#define CONFIG_MAX_LINE  (64 * 1024)
+/* A config file is a few kilobytes; anything this large is a mistake (a log
+ * file named by accident), and reading it whole would only waste memory. */
+#define CONFIG_MAX_FILE (64 * 1024 * 1024)
+
+struct level {
+    struct config_node *section;
+    struct config_node **tail; /* where the next child goes, to keep file order */
+};
+
+struct parser {
+    struct config *cfg;
+    int line;
+    int depth; /* sections open below the root */
+    struct level stack[CONFIG_MAX_DEPTH + 1];
+    /* The last plain key, which a '{' alone on a later line turns into a
+     * section ("site\n{"). Cleared by anything but blank and comment lines. */
+    struct config_node *pending;
+    struct strbuf value; /* the value being built, reused for every line */
+    char *err;
+    size_t errlen;
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* "file:line: message", or "file:line: key: message" when key is not NULL. */
+static int parse_error(struct parser *ps, const char *key, size_t keylen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int parse_error(struct parser *ps, const char *key, size_t keylen, const char *fmt, ...)
+{
+    if (!ps->err || !ps->errlen)
+        return -EINVAL;
+    int k;
+    if (key)
+        k = snprintf(ps->err, ps->errlen, "%s:%d: %.*s: ", ps->cfg->file, ps->line, (int)keylen,
+                     key);
+    else
+        k = snprintf(ps->err, ps->errlen, "%s:%d: ", ps->cfg->file, ps->line);
+    if (k >= 0 && (size_t)k < ps->errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ps->err + k, ps->errlen - (size_t)k, fmt, ap);
+        va_end(ap);
+    }
+    return -EINVAL;
+}
+
+static inline bool is_ws(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r';
+}
+
+static const char *skip_ws(const char *p, const char *e)
+{
+    while (p < e && is_ws(*p))
+        p++;
+    return p;
+}
+
+static const char *trim_end(const char *b, const char *e)
+{
+    while (e > b && is_ws(e[-1]))
+        e--;
+    return e;
+}
+
+/* Nothing but blanks and perhaps a comment until the end of the line. */
+static bool rest_is_empty(const char *p, const char *e)
+{
+    p = skip_ws(p, e);
+    return p == e || *p == '#';
+}
+
+static bool is_key_char(char c)
+{
+    return !is_ws(c) && c != '=' && c != '{' && c != '}' && c != '"';
+}
+
+static bool is_name_start(char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+}
+
+static bool is_name_char(char c)
+{
+    return is_name_start(c) || (c >= '0' && c <= '9');
+}
+
+/* Expands "${NAME}" or "${NAME:default}" at *pp (pointing at the '$') into
+ * the value and moves *pp past the '}'. Inside quotes the reference may not
+ * run past the closing quote. The default is used when the variable is
+ * unset or empty, so an exported but blank variable does not wipe a path. */
+static int expand_var(struct parser *ps, const char *key, size_t keylen, const char **pp,
+                      const char *e, bool quoted)
+{
+    const char *s = *pp + 2, *close = NULL, *colon = NULL;
+    for (const char *r = s; r < e; r++) {
+        if (*r == '}') {
+            close = r;
+            break;
+        }
+        if (quoted && (*r == '"' || *r == '\\'))
+            break;
+        if (*r == ':' && !colon)
+            colon = r;
+    }
+    if (!close)
+        return parse_error(ps, key, keylen, "unterminated '${'");
+    const char *name_end = colon ? colon : close;
+    size_t name_len = (size_t)(name_end - s);
+    bool name_ok = name_len > 0 && is_name_start(s[0]);
+    for (size_t i = 1; name_ok && i < name_len; i++)
+        name_ok = is_name_char(s[i]);
+    if (!name_ok)
+        return parse_error(ps, key, keylen, "bad variable name '${%.*s}'", (int)(close - s), s);
+    for (const char *d = colon; d && d + 1 < close; d++) {
+        if (d[0] == '$' && d[1] == '{')
+            return parse_error(ps, key, keylen, "nested '${' in a default is not supported");
+    }
+
+    char *name = strndup(s, name_len);
+    if (!name)
+        return parse_error(ps, NULL, 0, "out of memory");
+    const char *env = getenv(name);
+    int r = 0;
+    if ((!env || !*env) && colon)
+        r = strbuf_append(&ps->value, colon + 1, (size_t)(close - colon - 1));
+    else if (!env)
+        r = parse_error(ps, key, keylen, "environment variable '%s' is not set", name);
+    else
+        r = strbuf_append_str(&ps->value, env);
+    free(name);
+    if (r == -ENOMEM)
+        return parse_error(ps, NULL, 0, "out of memory");
+    *pp = close + 1;
+    return r;
+}
+
+/* An unquoted value: the bytes of [p, e) with variables expanded. */
+static int unquoted_value(struct parser *ps, const char *key, size_t keylen, const char *p,
+                          const char *e)
+{
+    while (p < e) {
+        if (p[0] == '$' && p + 1 < e && p[1] == '{') {
+            int r = expand_var(ps, key, keylen, &p, e, false);
+            if (r < 0)
+                return r;
+            continue;
+        }
+        const char *dollar = memchr(p + 1, '$', (size_t)(e - p - 1));
+        const char *run_end = dollar ? dollar : e;
+        if (strbuf_append(&ps->value, p, (size_t)(run_end - p)) < 0)
+            return parse_error(ps, NULL, 0, "out of memory");
+        p = run_end;
+    }
+    return 0;
+}
+
+/* A quoted value starting at the '"' at *pp; leaves *pp after the closing
+ * quote. */
+static int quoted_value(struct parser *ps, const char *key, size_t keylen, const char **pp,
+                        const char *e)
+{
+    const char *p = *pp + 1;
+    for (;;) {
+        if (p == e)
+            return parse_error(ps, key, keylen, "unterminated quote");
+        char c = *p;
+        if (c == '"') {
+            *pp = p + 1;
+            return 0;
+        }
+        if (c == '$' && p + 1 < e && p[1] == '{') {
+            int r = expand_var(ps, key, keylen, &p, e, true);
+            if (r < 0)
+                return r;
+            continue;
+        }
+        if (c == '\\') {
+            if (p + 1 == e)
+                return parse_error(ps, key, keylen, "unterminated quote");
+            switch (p[1]) {
+            case '"':
+            case '\\':
+            case '$': /* "\${X}" is a literal "${X}" */
+                c = p[1];
+                break;
+            case 'n':
+                c = '\n';
+                break;
+            case 't':
+                c = '\t';
+                break;
+            default:
+                if ((unsigned char)p[1] > 0x20 && (unsigned char)p[1] < 0x7f)
+                    return parse_error(ps, key, keylen, "unknown escape '\\%c' in quotes", p[1]);
+                return parse_error(ps, key, keylen, "backslash before byte 0x%02x in quotes",
+                                   (unsigned char)p[1]);
+            }
+            p += 2;
+        } else {
+            p++;
+        }
+        if (strbuf_append_char(&ps->value, c) < 0)
+            return parse_error(ps, NULL, 0, "out of memory");
+    }
+}
+
+static int open_section(struct parser *ps, struct config_node *n)
+{
+    if (ps->depth == CONFIG_MAX_DEPTH)
+        return parse_error(ps, n->name, strlen(n->name), "sections nested deeper than %d",
+                           CONFIG_MAX_DEPTH);
+    n->is_section = true;
+    ps->depth++;
+    ps->stack[ps->depth] = (struct level){.section = n, .tail = &n->children};
+    ps->pending = NULL;
+    return 0;
+}
+
+static int add_node(struct parser *ps, const char *key, size_t keylen, bool is_section)
+{
+    char *name = strndup(key, keylen);
+    char *value = memdup(ps->value.buf ? ps->value.buf : "", ps->value.len + 1);
+    struct config_node *n = NULL;
+    if (!name || !value)
+        goto out_free_strings;
+    n = ALLOC_INIT(struct config_node,
+                   {.file = ps->cfg->file, .name = name, .value = value, .line = ps->line});
+    if (!n)
+        goto out_free_strings;
+    struct level *lv = &ps->stack[ps->depth];
+    *lv->tail = n;
+    lv->tail = &n->next;
+    ps->pending = n;
+    return is_section ? open_section(ps, n) : 0;
+
+out_free_strings:
+    free(name);
+    free(value);
+    return parse_error(ps, NULL, 0, "out of memory");
+}
+
+/* A lone "{" or "}" word inside a value is almost always a section written
+ * on one line ("site { a = 1 }"), which this format does not have. */
+static int check_braces(struct parser *ps, const char *key, size_t keylen, const char *p,
+                        const char *e)
+{
+    while (p < e) {
+        p = skip_ws(p, e);
+        const char *w = p;
+        while (p < e && !is_ws(*p))
+            p++;
+        if (p - w == 1 && *w == '{')
+            return parse_error(ps, key, keylen, "'{' must end the line");
+        if (p - w == 1 && *w == '}')
+            return parse_error(ps, key, keylen, "'}' must be on a line of its own");
+    }
+    return 0;
+}
+
+static int parse_line(struct parser *ps, const char *line, const char *e)
+{
+    const char *p = skip_ws(line, e);
+    if (p == e || *p == '#')
+        return 0;
+
+    if (*p == '}') {
+        if (!rest_is_empty(p + 1, e))
+            return parse_error(ps, NULL, 0, "unexpected text after '}'");
+        if (ps->depth == 0)
+            return parse_error(ps, NULL, 0, "stray '}' closes no section");
+        ps->depth--;
+        ps->pending = NULL;
+        return 0;
+    }
+    if (*p == '{') {
+        if (!rest_is_empty(p + 1, e))
+            return parse_error(ps, NULL, 0, "unexpected text after '{'");
+        if (!ps->pending)
+            return parse_error(ps, NULL, 0, "section without a name");
+        return open_section(ps, ps->pending);
+    }
+    if (*p == '=')
+        return parse_error(ps, NULL, 0, "key with no name before '='");
+    if (*p == '"')
+        return parse_error(ps, NULL, 0, "a key name cannot be quoted");
+
+    const char *key = p;
+    while (p < e && is_key_char(*p))
+        p++;
+    size_t keylen = (size_t)(p - key);
+    if (p < e && (*p == '"' || *p == '}'))
+        return parse_error(ps, key, keylen, "unexpected '%c' after the key", *p);
+    p = skip_ws(p, e);
+    if (p < e && *p == '=')
+        p = skip_ws(p + 1, e);
+
+    strbuf_reset(&ps->value);
+    bool is_section = false;
+    int r;
+    if (p < e && *p == '"') {
+        r = quoted_value(ps, key, keylen, &p, e);
+        if (r < 0)
+            return r;
+        p = skip_ws(p, e);
+        if (p < e && *p == '{') {
+            is_section = true;
+            p++;
+        }
+        if (!rest_is_empty(p, e))
+            return parse_error(ps, key, keylen, "unexpected text after the closing quote");
+    } else {
+        const char *v = p, *ve = p;
+        for (; ve < e; ve++) {
+            /* '#' starts a comment where a word could start, so "a#b" and
+             * "/page#top" keep theirs */
+            if (*ve == '#' && (ve == line || is_ws(ve[-1])))
+                break;
+            if (*ve == '"')
+                return parse_error(ps, key, keylen,
+                                   "quote inside an unquoted value (quote the whole value)");
+        }
+        ve = trim_end(v, ve);
+        if (ve > v && ve[-1] == '{' && (ve - 1 == v || is_ws(ve[-2]))) {
+            is_section = true;
+            ve = trim_end(v, ve - 1);
+        }
+        r = check_braces(ps, key, keylen, v, ve);
+        if (r < 0)
+            return r;
+        r = unquoted_value(ps, key, keylen, v, ve);
+        if (r < 0)
+            return r;
+    }
+    return add_node(ps, key, keylen, is_section);
+}
+
+static void node_free(struct config_node *n)
+{
+    while (n) {
+        struct config_node *next = n->next;
+        node_free(n->children); /* recursion is bounded by CONFIG_MAX_DEPTH */
+        free(n->name);
+        free(n->value);
+        free(n);
+        n = next;
+    }
+}
+
+void config_free(struct config *cfg)
+{
+    if (!cfg)
+        return;
+    node_free(cfg->root);
+    free(cfg->file);
+    free(cfg);
+}
+
+static struct config *config_new(const char *name)
+{
+    char *file = strdup(name ? name : "<string>");
+    if (!file)
+        return NULL;
+    char *rname = strdup(""), *rvalue = strdup("");
+    struct config_node *root = NULL;
+    if (rname && rvalue)
+        root = ALLOC_INIT(
+            struct config_node,
+            {.file = file, .name = rname, .value = rvalue, .is_section = true, .used = true});
+    if (!root)
+        goto out_free_strings;
+    struct config *cfg = ALLOC_INIT(struct config, {.root = root, .file = file});
+    if (!cfg)
+        goto out_free_root;
+    return cfg;
+
+out_free_root:
+    free(root);
+out_free_strings:
+    free(rname);
+    free(rvalue);
+    free(file);
+    return NULL;
+}
+
+struct config *config_parse_buffer(const char *name, const char *text, size_t len, char *err,
+                                   size_t errlen)
+{
+    struct config *cfg = config_new(name);
+    if (!cfg) {
+        set_err(err, errlen, "%s: out of memory", name ? name : "<string>");
+        return NULL;
+    }
+    struct parser ps = {.cfg = cfg, .err = err, .errlen = errlen};
+    ps.stack[0] = (struct level){.section = cfg->root, .tail = &cfg->root->children};
+
+    const char *p = text, *end = text + len;
+    if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0)
+        p += 3; /* a UTF-8 byte order mark, as some editors write */
+    int r = 0;
+    while (p < end && r == 0) {
+        ps.line++;
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        if (le - p > CONFIG_MAX_LINE)
+            r = parse_error(&ps, NULL, 0, "line longer than %d bytes", CONFIG_MAX_LINE);
+        else if (memchr(p, '\0', (size_t)(le - p)))
+            r = parse_error(&ps, NULL, 0, "NUL byte in the file");
+        else
+            r = parse_line(&ps, p, le);
+        p = nl ? nl + 1 : end;
+    }
+    if (r == 0 && ps.depth > 0) {
+        const struct config_node *open = ps.stack[ps.depth].section;
+        ps.line = open->line;
+        r = parse_error(&ps, NULL, 0, "section '%s' opened here is never closed (missing '}')",
+                        open->name);
+    }
+    strbuf_free(&ps.value);
+    if (r < 0) {
+        config_free(cfg);
+        return NULL;
+    }
+    return cfg;
+}
+
+struct config *config_parse_string(const char *name, const char *text, char *err, size_t errlen)
+{
+    return config_parse_buffer(name, text, strlen(text), err, errlen);
+}
+
+struct config *config_parse_file(const char *path, char *err, size_t errlen)
+{
+    struct config *cfg = NULL;
+    struct strbuf sb = {0};
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    for (;;) {
+        if (sb.len > CONFIG_MAX_FILE) {
+            set_err(err, errlen, "%s: larger than %d bytes", path, CONFIG_MAX_FILE);
+            goto out_free_buf;
+        }
+        if (strbuf_reserve(&sb, 16384) < 0) {
+            set_err(err, errlen, "%s: out of memory", path);
+            goto out_free_buf;
+        }
+        ssize_t n = read(fd, sb.buf + sb.len, sb.cap - sb.len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            set_err(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+            goto out_free_buf;
+        }
+        if (n == 0)
+            break;
+        sb.len += (size_t)n;
+    }
+    cfg = config_parse_buffer(path, sb.buf, sb.len, err, errlen);
+
+out_free_buf:
+    strbuf_free(&sb);
+    close(fd);
+    return cfg;
+}
+
+struct config_node *config_take(struct config_node *section, const char *name)
+{
+    if (!section)
+        return NULL;
+    for (struct config_node *n = section->children; n; n = n->next) {
+        if (!n->used && strcmp(n->name, name) == 0) {
+            n->used = true;
+            return n;
+        }
+    }
+    return NULL;
+}
+
+struct config_node *config_take_any(struct config_node *section)
+{
+    if (!section)
+        return NULL;
+    for (struct config_node *n = section->children; n; n = n->next) {
+        if (!n->used) {
+            n->used = true;
+            return n;
+        }
+    }
+    return NULL;
+}
+
+int config_error(const struct config_node *n, char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen)
+        return -EINVAL;
+    int k = 0;
+    if (n)
+        k = snprintf(err, errlen, "%s:%d: %s: ", n->file ? n->file : "?", n->line,
+                     n->name ? n->name : "");
+    if (k >= 0 && (size_t)k < errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
+        va_end(ap);
+    }
+    return -EINVAL;
+}
+
+static const struct config_node *first_unused(const struct config_node *section)
+{
+    for (const struct config_node *n = section->children; n; n = n->next) {
+        if (!n->used)
+            return n;
+        const struct config_node *u = first_unused(n);
+        if (u)
+            return u;
+    }
+    return NULL;
+}
+
+int config_check_unused(const struct config *cfg, char *err, size_t errlen)
+{
+    const struct config_node *n = first_unused(cfg->root);
+    if (!n)
+        return 0;
+    set_err(err, errlen, "%s:%d: unknown key '%s'", n->file, n->line, n->name);
+    return -EINVAL;
+}
+
+static const char *value_of(const struct config_node *n)
+{
+    return n->value ? n->value : "";
+}
+
+/* Leading decimal digits of *pp: 0, -EINVAL when there are none, -ERANGE
+ * when they do not fit. */
+static int parse_digits(const char **pp, uint64_t *out)
+{
+    const char *p = *pp;
+    uint64_t v = 0;
+    bool overflow = false;
+    if (*p < '0' || *p > '9')
+        return -EINVAL;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            overflow = true;
+        else
+            v = v * 10 + d;
+    }
+    *pp = p;
+    *out = v;
+    return overflow ? -ERANGE : 0;
+}
+
+int config_duration_ms(const struct config_node *n, uint64_t *ms, char *err, size_t errlen)
+{
+    static const struct {
+        const char *unit;
+        uint64_t ms;
+    } units[] = {{"", 1000},       {"ms", 1},          {"s", 1000},
+                 {"m", 60 * 1000}, {"h", 3600 * 1000}, {"d", 24 * 3600 * 1000}};
+    const char *s = value_of(n), *p = s;
+    uint64_t v;
+    int r = parse_digits(&p, &v);
+    if (r == -EINVAL)
+        return config_error(n, err, errlen, "bad duration '%s'", s);
+    for (size_t i = 0; i < N_ELEMENTS(units); i++) {
+        if (strcmp(p, units[i].unit) != 0)
+            continue;
+        if (r == -ERANGE || v > UINT64_MAX / units[i].ms)
+            return config_error(n, err, errlen, "duration '%s' is too large", s);
+        *ms = v * units[i].ms;
+        return 0;
+    }
+    return config_error(n, err, errlen, "bad duration '%s' (use ms, s, m, h or d)", s);
+}
+
+int config_size(const struct config_node *n, uint64_t *bytes, char *err, size_t errlen)
+{
+    const char *s = value_of(n), *p = s;
+    uint64_t v;
+    int r = parse_digits(&p, &v);
+    if (r == -EINVAL)
+        return config_error(n, err, errlen, "bad size '%s'", s);
+    unsigned shift;
+    switch (*p | 0x20) {
+    case 'k':
+        shift = 10;
+        break;
+    case 'm':
+        shift = 20;
+        break;
+    case 'g':
+        shift = 30;
+        break;
+    case 't':
+        shift = 40;
+        break;
+    default:
+        shift = 0;
+    }
+    if (shift)
+        p++;
+    /* "8k", "8kb", "8KiB" alike; a bare number may say "b" */
+    if (shift && (p[0] | 0x20) == 'i' && (p[1] | 0x20) == 'b')
+        p += 2;
+    else if ((*p | 0x20) == 'b')
+        p++;
+    if (*p)
+        return config_error(n, err, errlen, "bad size '%s' (use k, M, G or T)", s);
+    if (r == -ERANGE || v > (UINT64_MAX >> shift))
+        return config_error(n, err, errlen, "size '%s' is too large", s);
+    *bytes = v << shift;
+    return 0;
+}
+
+int config_bool(const struct config_node *n, bool *out, char *err, size_t errlen)
+{
+    static const char *const yes[] = {"true", "yes", "on", "1"};
+    static const char *const no[] = {"false", "no", "off", "0"};
+    const char *s = value_of(n);
+    for (size_t i = 0; i < N_ELEMENTS(yes); i++) {
+        if (strcasecmp(s, yes[i]) == 0) {
+            *out = true;
+            return 0;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            *out = false;
+            return 0;
+        }
+    }
+    return config_error(n, err, errlen, "bad boolean '%s' (use true or false)", s);
+}
+
+int config_int(const struct config_node *n, long min, long max, long *out, char *err, size_t errlen)
+{
+    const char *s = value_of(n), *p = s;
+    bool neg = *p == '-';
+    if (*p == '-' || *p == '+')
+        p++;
+    uint64_t v;
+    int r = parse_digits(&p, &v);
+    if (r == -EINVAL || *p)
+        return config_error(n, err, errlen, "bad integer '%s'", s);
+    /* the magnitude of LONG_MIN is one more than LONG_MAX */
+    uint64_t limit = neg ? (uint64_t)LONG_MAX + 1 : (uint64_t)LONG_MAX;
+    long val = 0;
+    if (r == 0 && v <= limit)
+        val = !neg ? (long)v : v == (uint64_t)LONG_MAX + 1 ? LONG_MIN : -(long)v;
+    if (r < 0 || v > limit || val < min || val > max)
+        return config_error(n, err, errlen, "%s is out of range [%ld, %ld]", s, min, max);
+    *out = val;
+    return 0;
+}

@@ -1,0 +1,50 @@
+/* The built-in handlers: hello_world and echo. */
+#include "http/server.h"
+
+/* "Hello, World!", or "Hello, NAME!" for ?name=NAME */
+static int hello_world(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    struct colibri_str name;
+    (void)data;
+    if (colibri_req_query_string(req).len && colibri_req_query(req, "name", &name)) {
+        colibri_resp_append(resp, "Hello, ", 7);
+        colibri_resp_append(resp, name.p, name.len);
+        colibri_resp_append(resp, "!", 1);
+    } else {
+        colibri_resp_append(resp, "Hello, World!", 13);
+    }
+    return 200;
+}
+
+/* The body as received (de-chunked), or, without a body, the request line
+ * and headers: a debugging aid. */
+static int echo(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    (void)data;
+    if (colibri_req_has_body(req)) {
+        struct colibri_str body;
+        int r = colibri_req_body(req, &body);
+        if (r)
+            return r;
+        colibri_resp_append(resp, body.p, body.len);
+        return 200;
+    }
+    static const char *const names[] = {"GET",     "HEAD",  "POST", "PUT", "DELETE",
+                                        "OPTIONS", "PATCH", "TRACE"};
+    struct colibri_str target = colibri_req_target(req), headers = colibri_req_headers_raw(req);
+    colibri_resp_printf(resp, "%s %.*s HTTP/1.%d\r\n", names[colibri_req_method(req)],
+                        (int)target.len, target.p, colibri_req_http_minor(req));
+    colibri_resp_append(resp, headers.p, headers.len);
+    return 200;
+}
+
+const struct colibri_handler colibri_builtin_handlers[] = {
+    {.name = "hello_world", .fn = hello_world},
+    {.name = "echo",
+     .fn = echo,
+     .methods = COLIBRI_M(COLIBRI_GET) | COLIBRI_M(COLIBRI_HEAD) | COLIBRI_M(COLIBRI_POST) |
+                COLIBRI_M(COLIBRI_PUT) | COLIBRI_M(COLIBRI_DELETE) | COLIBRI_M(COLIBRI_OPTIONS) |
+                COLIBRI_M(COLIBRI_PATCH),
+     .needs = COLIBRI_NEED_BODY},
+};
+const unsigned colibri_n_builtin_handlers = N_ELEMENTS(colibri_builtin_handlers);

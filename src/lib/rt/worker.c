@@ -1,0 +1,522 @@
+#include "rt/worker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "base/common.h"
+
+/* epoll_event.data.u64: the fd, plus a tag for the worker's own fds */
+#define EV_LISTEN (1ull << 32)
+#define EV_WAKE   (2ull << 32)
+#define EV_FD(u)  ((int)(uint32_t)(u))
+
+/* Pooled contexts above this size are not worth keeping. */
+#define KEEP_BUF_MAX (64 * 1024)
+
+/* --- clocks --------------------------------------------------------------- */
+
+static const char day_names[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+static const char month_names[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                        "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+
+static char *put2(char *p, int v)
+{
+    p[0] = (char)('0' + v / 10);
+    p[1] = (char)('0' + v % 10);
+    return p + 2;
+}
+
+/* The Date header is formatted once per second per thread: the hot path
+ * copies 37 bytes. */
+static void update_clocks(struct worker *w)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    w->now = (uint32_t)ts.tv_sec;
+    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+    if (ts.tv_sec == w->date_time)
+        return;
+    w->date_time = ts.tv_sec;
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char *p = w->date_hdr;
+    memcpy(p, "Date: ", 6);
+    p += 6;
+    memcpy(p, day_names[tm.tm_wday], 3);
+    p += 3;
+    *p++ = ',';
+    *p++ = ' ';
+    p = put2(p, tm.tm_mday);
+    *p++ = ' ';
+    memcpy(p, month_names[tm.tm_mon], 3);
+    p += 3;
+    *p++ = ' ';
+    int y = tm.tm_year + 1900;
+    p = put2(p, y / 100);
+    p = put2(p, y % 100);
+    *p++ = ' ';
+    p = put2(p, tm.tm_hour);
+    *p++ = ':';
+    p = put2(p, tm.tm_min);
+    *p++ = ':';
+    p = put2(p, tm.tm_sec);
+    memcpy(p, " GMT\r\n", 6);
+    p += 6;
+    w->date_hdr_len = (size_t)(p - w->date_hdr);
+}
+
+/* --- context pool --------------------------------------------------------- */
+
+static void ctx_destroy(struct conn_ctx *ctx)
+{
+    coro_free(ctx->coro);
+    free(ctx->in);
+    strbuf_free(&ctx->out);
+    strbuf_free(&ctx->body);
+    strbuf_free(&ctx->hdrs);
+    strbuf_free(&ctx->reqbody);
+    arena_free(&ctx->arena);
+    free(ctx);
+}
+
+static struct conn_ctx *ctx_get(struct worker *w)
+{
+    struct conn_ctx *ctx = w->free_ctx;
+    if (ctx) {
+        w->free_ctx = ctx->next_free;
+        w->n_free_ctx--;
+        return ctx;
+    }
+    ctx = ALLOC_INIT(struct conn_ctx, {.worker = w, .fd = -1});
+    if (!ctx)
+        return NULL;
+    ctx->in = malloc(w->cfg->in_cap);
+    ctx->in_cap = w->cfg->in_cap;
+    ctx->coro = coro_new(w->cfg->stack_size, w->cfg->conn_main, ctx);
+    if (!ctx->in || !ctx->coro) {
+        ctx_destroy(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+static void shrink(struct strbuf *sb)
+{
+    if (sb->cap > KEEP_BUF_MAX)
+        strbuf_free(sb);
+    else
+        strbuf_reset(sb);
+}
+
+static void ctx_put(struct worker *w, struct conn_ctx *ctx)
+{
+    if (w->n_free_ctx >= w->cfg->max_free_ctx) {
+        ctx_destroy(ctx);
+        return;
+    }
+    shrink(&ctx->out);
+    shrink(&ctx->body);
+    shrink(&ctx->hdrs);
+    shrink(&ctx->reqbody);
+    arena_reset(&ctx->arena);
+    ctx->fd = -1;
+    ctx->next_free = w->free_ctx;
+    w->free_ctx = ctx;
+    w->n_free_ctx++;
+}
+
+/* --- connections ---------------------------------------------------------- */
+
+static void conn_close(struct worker *w, int fd)
+{
+    struct conn *c = &w->conns[fd];
+    tq_remove(&w->idle_q, (uint32_t)fd);
+    tq_remove(&w->req_q, (uint32_t)fd);
+    if (c->ctx) {
+        struct conn_ctx *ctx = c->ctx;
+        c->ctx = NULL;
+        /* runs the defers of a coroutine that was suspended mid-request */
+        coro_reset(ctx->coro, w->cfg->conn_main, ctx);
+        ctx_put(w, ctx);
+    }
+    c->flags = 0;
+    close(fd);
+    w->n_conns--;
+}
+
+static int epoll_add(struct worker *w, int fd)
+{
+    struct epoll_event ev = {
+        /* edge-triggered, both directions, registered once: no epoll_ctl
+         * when a connection switches between reading and writing */
+        .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+        .data.u64 = (uint64_t)(uint32_t)fd,
+    };
+    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+        return -errno;
+    w->conns[fd].flags |= CONN_IN_EPOLL;
+    return 0;
+}
+
+/* After the coroutine switched back to us: decide what the connection
+ * waits for. */
+static void after_resume(struct worker *w, int fd, int r)
+{
+    struct conn *c = &w->conns[fd];
+    struct conn_ctx *ctx = c->ctx;
+
+    if (r == CONN_WAIT_READ || r == CONN_WAIT_WRITE) {
+        ctx->waiting = (uint8_t)r;
+        if (r == CONN_WAIT_WRITE || !(c->flags & CONN_IN_REQ_Q)) /* progress */
+            tq_push(&w->req_q, (uint32_t)fd, w->now);
+        if (!(c->flags & CONN_IN_EPOLL) && epoll_add(w, fd) < 0)
+            conn_close(w, fd);
+        return;
+    }
+    if (r == CORO_ABORTED || ctx->closing || w->stopping) {
+        conn_close(w, fd);
+        return;
+    }
+    /* finished with nothing buffered: idle, without stack or buffers */
+    c->ctx = NULL;
+    ctx_put(w, ctx);
+    tq_remove(&w->req_q, (uint32_t)fd);
+    tq_push(&w->idle_q, (uint32_t)fd, w->now);
+    if (!(c->flags & CONN_IN_EPOLL) && epoll_add(w, fd) < 0)
+        conn_close(w, fd);
+}
+
+/* Bytes arrived on an idle (or brand new) connection. */
+static void conn_start(struct worker *w, int fd)
+{
+    struct conn *c = &w->conns[fd];
+    struct conn_ctx *ctx = ctx_get(w);
+    if (!ctx) {
+        conn_close(w, fd);
+        return;
+    }
+    ctx->fd = fd;
+    ctx->in_pos = ctx->in_len = 0;
+    ctx->last_read_full = true; /* nothing read yet: there may be bytes */
+    ctx->closing = ctx->lingering = ctx->mid_request = false;
+    ctx->waiting = 0;
+    coro_reset(ctx->coro, w->cfg->conn_main, ctx);
+    c->ctx = ctx;
+    c->requests++;
+    tq_remove(&w->idle_q, (uint32_t)fd);
+    tq_push(&w->req_q, (uint32_t)fd, w->now);
+    after_resume(w, fd, coro_resume(ctx->coro));
+}
+
+static void conn_event(struct worker *w, int fd, uint32_t events)
+{
+    struct conn *c = &w->conns[fd];
+    if (!(c->flags & CONN_OPEN))
+        return; /* stale event for a connection closed in this batch */
+    struct conn_ctx *ctx = c->ctx;
+    if (!ctx) {
+        if (events & EPOLLIN)
+            conn_start(w, fd);
+        else if (events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP))
+            conn_close(w, fd);
+        return;
+    }
+    bool ready = (events & (EPOLLERR | EPOLLHUP)) ||
+                 (ctx->waiting == CONN_WAIT_READ && (events & (EPOLLIN | EPOLLRDHUP))) ||
+                 (ctx->waiting == CONN_WAIT_WRITE && (events & EPOLLOUT));
+    if (ready)
+        after_resume(w, fd, coro_resume(ctx->coro));
+}
+
+static void accept_burst(struct worker *w, int lfd)
+{
+    /* level-triggered: take a bounded batch, epoll reports the rest */
+    for (int i = 0; i < 128; i++) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if ((errno == EMFILE || errno == ENFILE) && w->spare_fd >= 0) {
+                /* Out of fds: the pending connection would keep the listen
+                 * socket readable and spin this loop. Refuse it politely. */
+                close(w->spare_fd);
+                fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+                if (fd >= 0)
+                    close(fd);
+                w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                continue;
+            }
+            return; /* EAGAIN, or an error the next wake-up may not have */
+        }
+        if ((uint32_t)fd >= w->max_fds || w->stopping) {
+            close(fd);
+            continue;
+        }
+        w->conns[fd] = (struct conn){
+            .prev = TQ_NIL, .next = TQ_NIL, .flags = CONN_OPEN, .worker = (uint16_t)w->idx};
+        w->n_conns++;
+        /* TCP_DEFER_ACCEPT: the request is usually here already, so read it
+         * now; the fd joins epoll only if it has to wait. */
+        conn_start(w, fd);
+    }
+}
+
+/* --- timeouts and shutdown ------------------------------------------------ */
+
+static void expire(struct worker *w)
+{
+    uint32_t fd;
+    while ((fd = tq_expired(&w->idle_q, w->now)) != TQ_NIL)
+        conn_close(w, (int)fd);
+    while ((fd = tq_expired(&w->req_q, w->now)) != TQ_NIL) {
+        struct conn_ctx *ctx = w->conns[fd].ctx;
+        if (ctx && ctx->mid_request && ctx->waiting == CONN_WAIT_READ &&
+            w->cfg->on_request_timeout)
+            w->cfg->on_request_timeout(w, (int)fd);
+        conn_close(w, (int)fd);
+    }
+}
+
+static void begin_stop(struct worker *w)
+{
+    w->stopping = true;
+    w->stop_deadline = w->now + w->cfg->shutdown_grace_s;
+    for (unsigned i = 0; i < w->n_listen; i++) {
+        close(w->listen_fds[i]);
+        w->listen_fds[i] = -1;
+    }
+    uint32_t fd;
+    while ((fd = w->idle_q.head) != TQ_NIL)
+        conn_close(w, (int)fd);
+    /* connections that have not sent a byte of a request yet go too */
+    for (fd = w->req_q.head; fd != TQ_NIL;) {
+        uint32_t next = w->conns[fd].next;
+        struct conn_ctx *ctx = w->conns[fd].ctx;
+        if (!ctx || (!ctx->mid_request && ctx->waiting == CONN_WAIT_READ))
+            conn_close(w, (int)fd);
+        fd = next;
+    }
+}
+
+static void force_stop(struct worker *w)
+{
+    uint32_t fd;
+    while ((fd = w->req_q.head) != TQ_NIL)
+        conn_close(w, (int)fd);
+    while ((fd = w->idle_q.head) != TQ_NIL)
+        conn_close(w, (int)fd);
+}
+
+void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct epoll_event events[512];
+
+    update_clocks(w);
+    for (;;) {
+        if (w->stop_requested && !w->stopping)
+            begin_stop(w);
+        if (w->stopping && (w->n_conns == 0 || w->now >= w->stop_deadline)) {
+            force_stop(w);
+            break;
+        }
+        /* tick once a second only while something can time out */
+        int timeout = (w->idle_q.count || w->req_q.count || w->stopping) ? 1000 : -1;
+        int n = epoll_wait(w->epfd, events, (int)N_ELEMENTS(events), timeout);
+        update_clocks(w);
+        for (int i = 0; i < n; i++) {
+            uint64_t u = events[i].data.u64;
+            if (u & EV_LISTEN) {
+                accept_burst(w, EV_FD(u));
+            } else if (u & EV_WAKE) {
+                uint64_t v;
+                if (read(w->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+                    perror("colibri: eventfd");
+            } else {
+                conn_event(w, EV_FD(u), events[i].events);
+            }
+        }
+        expire(w);
+    }
+    return NULL;
+}
+
+void worker_wake(struct worker *w)
+{
+    uint64_t one = 1;
+    w->stop_requested = true;
+    ssize_t r = write(w->wake_fd, &one, sizeof(one));
+    (void)r; /* only ever fails if the counter is saturated: it is awake */
+}
+
+int worker_init(struct worker *w, const struct worker_cfg *cfg, unsigned idx, struct conn *conns,
+                uint32_t max_fds, int *listen_fds, unsigned n_listen)
+{
+    *w = (struct worker){
+        .cfg = cfg,
+        .conns = conns,
+        .max_fds = max_fds,
+        .idx = idx,
+        .listen_fds = listen_fds,
+        .n_listen = n_listen,
+        .epfd = -1,
+        .wake_fd = -1,
+        .spare_fd = -1,
+    };
+    tq_init(&w->idle_q, conns, CONN_IN_IDLE_Q, cfg->keep_alive_s);
+    tq_init(&w->req_q, conns, CONN_IN_REQ_Q, cfg->request_timeout_s);
+    w->epfd = epoll_create1(EPOLL_CLOEXEC);
+    w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (w->epfd < 0 || w->wake_fd < 0)
+        return -errno;
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_WAKE | (uint32_t)w->wake_fd};
+    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wake_fd, &ev) < 0)
+        return -errno;
+    for (unsigned i = 0; i < n_listen; i++) {
+        ev = (struct epoll_event){.events = EPOLLIN,
+                                  .data.u64 = EV_LISTEN | (uint32_t)listen_fds[i]};
+        if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, listen_fds[i], &ev) < 0)
+            return -errno;
+    }
+    update_clocks(w);
+    return 0;
+}
+
+void worker_destroy(struct worker *w)
+{
+    while (w->free_ctx) {
+        struct conn_ctx *next = w->free_ctx->next_free;
+        ctx_destroy(w->free_ctx);
+        w->free_ctx = next;
+    }
+    for (unsigned i = 0; i < w->n_listen; i++)
+        if (w->listen_fds[i] >= 0)
+            close(w->listen_fds[i]);
+    free(w->listen_fds);
+    if (w->epfd >= 0)
+        close(w->epfd);
+    if (w->wake_fd >= 0)
+        close(w->wake_fd);
+    if (w->spare_fd >= 0)
+        close(w->spare_fd);
+}
+
+/* --- I/O wrappers (run inside the connection coroutine) ------------------- */
+
+static void wait_for(struct conn_ctx *ctx, int what)
+{
+    coro_yield(ctx->coro, what);
+    ctx->waiting = 0;
+}
+
+ssize_t conn_read(struct conn_ctx *ctx, bool may_idle)
+{
+    for (;;) {
+        size_t space = ctx->in_cap - ctx->in_len;
+        ssize_t n = read(ctx->fd, ctx->in + ctx->in_len, space);
+        if (n > 0) {
+            ctx->in_len += (size_t)n;
+            ctx->last_read_full = (size_t)n == space;
+            return n;
+        }
+        if (n == 0)
+            return 0;
+        if (errno == EAGAIN) {
+            ctx->last_read_full = false;
+            if (may_idle)
+                return -EAGAIN;
+            wait_for(ctx, CONN_WAIT_READ);
+            continue;
+        }
+        if (errno == EINTR)
+            continue;
+        coro_abort(ctx->coro);
+    }
+}
+
+void conn_writev(struct conn_ctx *ctx, struct iovec *iov, int iovcnt)
+{
+    while (iovcnt > 0) {
+        ssize_t n = writev(ctx->fd, iov, iovcnt);
+        if (n < 0) {
+            if (errno == EAGAIN) {
+                wait_for(ctx, CONN_WAIT_WRITE);
+                continue;
+            }
+            if (errno == EINTR)
+                continue;
+            coro_abort(ctx->coro);
+        }
+        while (iovcnt > 0 && (size_t)n >= iov->iov_len) {
+            n -= (ssize_t)iov->iov_len;
+            iov++;
+            iovcnt--;
+        }
+        if (iovcnt > 0) {
+            iov->iov_base = (char *)iov->iov_base + n;
+            iov->iov_len -= (size_t)n;
+        }
+    }
+}
+
+void conn_write(struct conn_ctx *ctx, const void *p, size_t len)
+{
+    struct iovec iov = {.iov_base = (void *)p, .iov_len = len};
+    conn_writev(ctx, &iov, 1);
+}
+
+void conn_write_more(struct conn_ctx *ctx, const void *p, size_t len)
+{
+    const char *c = p;
+    while (len > 0) {
+        ssize_t n = send(ctx->fd, c, len, MSG_MORE | MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EAGAIN) {
+                wait_for(ctx, CONN_WAIT_WRITE);
+                continue;
+            }
+            if (errno == EINTR)
+                continue;
+            coro_abort(ctx->coro);
+        }
+        c += n;
+        len -= (size_t)n;
+    }
+}
+
+void conn_flush(struct conn_ctx *ctx)
+{
+    if (!ctx->out.len)
+        return;
+    conn_write(ctx, ctx->out.buf, ctx->out.len);
+    strbuf_reset(&ctx->out);
+}
+
+void conn_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = sendfile(ctx->fd, file_fd, &offset, len);
+        if (n < 0) {
+            if (errno == EAGAIN) {
+                wait_for(ctx, CONN_WAIT_WRITE);
+                continue;
+            }
+            if (errno == EINTR)
+                continue;
+            coro_abort(ctx->coro);
+        }
+        if (n == 0)
+            coro_abort(ctx->coro); /* the file shrank under us */
+        len -= (size_t)n;
+    }
+}

@@ -1,0 +1,241 @@
+"""Fixtures that run the real colibri binary.
+
+COLIBRI_BIN names the binary (relative paths are taken from the repository
+root, which is two levels above this file); default build/colibri.
+
+`make_server(**overrides)` starts a server on a free loopback port with a
+config written to tmp_path; `server` is one with the default config.  At
+teardown every server still running gets SIGTERM and must exit 0 within 10 s,
+and every server's stderr must be free of sanitizer reports."""
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from rawhttp import RawConn
+
+REPO = Path(__file__).resolve().parents[2]
+SANITIZER_RE = re.compile(rb"ERROR: \w*Sanitizer|runtime error:|WARNING: \w*Sanitizer")
+START_TIMEOUT = 5.0
+STOP_TIMEOUT = 10.0
+
+# The config keys of the spec, in the order they are written.  None = omit.
+DEFAULTS = {
+    "threads": "2",
+    "keep_alive_timeout": "15s",
+    "request_timeout": "10s",
+    "shutdown_timeout": "10s",
+    "max_request_head": "8k",
+    "max_request_target": "8000",
+    "max_request_body": "1M",
+    "server_header": "colibri",
+}
+
+SECRET = b"TOP-SECRET-OUTSIDE-ROOT"
+INDEX_HTML = b"<!doctype html><title>colibri test</title><p>index page</p>\n"
+HELLO_TXT = b"hello from a file\n"
+SUB_INDEX = b"<!doctype html><p>sub index</p>\n"
+
+
+def colibri_bin():
+    p = Path(os.environ.get("COLIBRI_BIN", "build/colibri"))
+    if not p.is_absolute():
+        p = REPO / p
+    return p
+
+
+def free_port(host="127.0.0.1"):
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def make_wwwroot(base):
+    """A root with an index, a text file, a directory, symlinks (one to a
+    file inside, one to a directory outside) and a secret outside it."""
+    root = base / "wwwroot"
+    (root / "sub").mkdir(parents=True)
+    (root / "empty").mkdir()
+    (root / "index.html").write_bytes(INDEX_HTML)
+    (root / "hello.txt").write_bytes(HELLO_TXT)
+    (root / "sub" / "index.html").write_bytes(SUB_INDEX)
+    (root / "sub" / "data.bin").write_bytes(bytes(range(256)) * 64)
+    (root / "big.bin").write_bytes(os.urandom(300 * 1024))
+    outside = base / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_bytes(SECRET)
+    (base / "secret.txt").write_bytes(SECRET)
+    os.symlink("hello.txt", root / "link.txt")
+    os.symlink(str(outside), root / "outlink")
+    os.symlink(str(base / "secret.txt"), root / "secretlink.txt")
+    return root
+
+
+def default_site(root):
+    return (
+        "site {\n"
+        "    handler /hello hello_world\n"
+        "    handler /echo echo\n"
+        "    serve_files / {\n"
+        "        path = %s\n"
+        "        index = index.html\n"
+        "    }\n"
+        "}\n" % root
+    )
+
+
+class Server:
+    def __init__(self, base, name, overrides, site, args, host):
+        self.base = base
+        self.host = host
+        self.port = free_port(host)
+        self.root = base / "wwwroot"
+        if not self.root.exists():
+            make_wwwroot(base)
+        conf = dict(DEFAULTS)
+        conf.update(overrides)
+        hostport = "[%s]:%d" % (host, self.port) if ":" in host else "%s:%d" % (host, self.port)
+        text = "listener %s\n" % hostport
+        for k, v in conf.items():
+            if v is not None:
+                text += "%s = %s\n" % (k, v)
+        text += site if site is not None else default_site(self.root)
+        self.config = base / ("%s.conf" % name)
+        self.config.write_text(text)
+        self.stderr_path = base / ("%s.stderr" % name)
+        self.stdout_path = base / ("%s.stdout" % name)
+        binary = colibri_bin()
+        if not binary.exists():
+            pytest.fail("colibri binary not found: %s (set COLIBRI_BIN)" % binary)
+        self._err = open(self.stderr_path, "wb")
+        self._out = open(self.stdout_path, "wb")
+        self.proc = subprocess.Popen(
+            [str(binary), "-c", str(self.config)] + list(args),
+            stdout=self._out,
+            stderr=self._err,
+            stdin=subprocess.DEVNULL,
+            cwd=str(base),
+        )
+        self.returncode = None
+        self.config_port = self.port
+        if "-l" in args:
+            # -l replaces the config's listener: talk to that one instead.
+            spec = list(args)[list(args).index("-l") + 1]
+            h, _, p = spec.rpartition(":")
+            self.host, self.port = h.strip("[]"), int(p)
+        self._wait_ready()
+
+    def _wait_ready(self):
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(
+                    "colibri exited with %s at start-up; stderr:\n%s"
+                    % (self.proc.returncode, self.stderr())
+                )
+            try:
+                socket.create_connection((self.host, self.port), timeout=0.5).close()
+                return
+            except OSError:
+                time.sleep(0.02)
+        self.proc.kill()
+        pytest.fail("colibri did not accept connections within %.0f s; stderr:\n%s" % (START_TIMEOUT, self.stderr()))
+
+    @property
+    def url(self):
+        h = "[%s]" % self.host if ":" in self.host else self.host
+        return "http://%s:%d" % (h, self.port)
+
+    @property
+    def hostport(self):
+        h = "[%s]" % self.host if ":" in self.host else self.host
+        return "%s:%d" % (h, self.port)
+
+    def conn(self, timeout=5.0):
+        return RawConn(self.host, self.port, timeout)
+
+    def stderr(self):
+        self._err.flush()
+        return self.stderr_path.read_bytes().decode("utf-8", "replace")
+
+    def signal(self, sig=signal.SIGTERM):
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout=STOP_TIMEOUT):
+        """Wait for exit; returns the exit code or None if still running."""
+        try:
+            self.returncode = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        return self.returncode
+
+    def stop(self, sig=signal.SIGTERM, timeout=STOP_TIMEOUT):
+        if self.proc.poll() is None:
+            self.signal(sig)
+        rc = self.wait(timeout)
+        if rc is None:
+            self.proc.kill()
+            self.proc.wait(5)
+        return rc
+
+    def sanitizer_report(self):
+        data = self.stderr_path.read_bytes()
+        m = SANITIZER_RE.search(data)
+        if not m:
+            return None
+        return data[max(0, m.start() - 200) : m.start() + 4000].decode("utf-8", "replace")
+
+    def close_files(self):
+        self._err.close()
+        self._out.close()
+
+
+@pytest.fixture
+def make_server(tmp_path):
+    servers = []
+
+    def make(site=None, args=(), host="127.0.0.1", **overrides):
+        s = Server(tmp_path, "colibri%d" % len(servers), overrides, site, args, host)
+        servers.append(s)
+        return s
+
+    yield make
+
+    problems = []
+    for s in servers:
+        was_running = s.proc.poll() is None
+        rc = s.stop()
+        if was_running and rc != 0:
+            problems.append(
+                "SIGTERM: colibri exited with %r (None = not within %.0f s), want 0; stderr:\n%s"
+                % (rc, STOP_TIMEOUT, s.stderr()[-3000:])
+            )
+        elif not was_running and s.proc.returncode not in (0,) and s.returncode is None:
+            problems.append("colibri died during the test with %r; stderr:\n%s" % (s.proc.returncode, s.stderr()[-3000:]))
+        rep = s.sanitizer_report()
+        if rep:
+            problems.append("sanitizer report in colibri stderr:\n" + rep)
+        s.close_files()
+    if problems:
+        pytest.fail("\n\n".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def server(make_server):
+    return make_server()
+
+
+def ipv6_available():
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
