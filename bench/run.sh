@@ -92,7 +92,10 @@ for ((i = 0; i < ${#names[@]}; i++)); do
             out=$BENCH_TMP/wrk-$i-$r-$server.txt
             one_round "$server" "$port" "$path" "$out"
             if ! bench_alive "$pid"; then
-                echo "bench: $server (pid $pid) died during '$name' round $r; logs:" >&2
+                st=0
+                wait "$pid" 2>/dev/null || st=$?
+                [ "$st" -gt 128 ] && st="$st (signal $(kill -l $((st - 128))))"
+                echo "bench: $server (pid $pid) died during '$name' round $r, exit status $st; logs:" >&2
                 tail -n 30 "$COLIBRI_LOG" "$NGINX_LOG" >&2 || true
                 exit 1
             fi

@@ -62,10 +62,10 @@ typedef int (*colibri_handler_fn)(struct colibri_request *req, struct colibri_re
                                   void *data);
 
 struct colibri_handler {
-    const char *name;   /* for "handler PREFIX NAME" in the config */
+    const char *name; /* for "handler PREFIX NAME" in the config */
     colibri_handler_fn fn;
-    unsigned methods;   /* COLIBRI_M(...) bits; 0 means GET (and HEAD) */
-    unsigned needs;     /* enum colibri_need */
+    unsigned methods; /* COLIBRI_M(...) bits; 0 means GET (and HEAD) */
+    unsigned needs;   /* enum colibri_need */
 };
 
 /* --- server lifecycle --------------------------------------------------- */
@@ -86,7 +86,7 @@ int colibri_server_load_config_string(struct colibri_server *srv, const char *na
 
 /* Programmatic set-up, also allowed after a config was loaded. */
 int colibri_server_listen(struct colibri_server *srv, const char *addr, char *err,
-                          size_t errlen);                    /* "127.0.0.1:8080", "[::1]:80", "*:80" */
+                          size_t errlen); /* "127.0.0.1:8080", "[::1]:80", "*:80" */
 int colibri_server_route(struct colibri_server *srv, const char *prefix, const char *handler,
                          void *data, char *err, size_t errlen);
 /* Forgets the listeners given so far (a command line overriding the config). */

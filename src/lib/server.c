@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -32,10 +33,11 @@ static int fail(char *err, size_t errlen, int r, const char *fmt, ...)
 
 struct colibri_server *colibri_server_new(void)
 {
-    struct colibri_server *srv = ALLOC_INIT(struct colibri_server, {
-                                                                       .limits = HTTP_LIMITS_DEFAULT,
-                                                                       .max_body = 1 << 20,
-                                                                   });
+    struct colibri_server *srv =
+        ALLOC_INIT(struct colibri_server, {
+                                              .limits = HTTP_LIMITS_DEFAULT,
+                                              .max_body = 1 << 20,
+                                          });
     if (!srv)
         return NULL;
     srv->wcfg = (struct worker_cfg){
@@ -50,6 +52,7 @@ struct colibri_server *colibri_server_new(void)
     };
     strcpy(srv->server_hdr, "Server: colibri\r\n");
     srv->server_hdr_len = strlen(srv->server_hdr);
+    srv->acceptor_wake = -1;
     srv->routes = trie_new();
     if (!srv->routes) {
         free(srv);
@@ -102,8 +105,9 @@ static const struct colibri_handler *find_handler(struct colibri_server *srv, co
 int server_add_route(struct colibri_server *srv, const char *prefix,
                      const struct colibri_handler *h, void *data, void (*free_data)(void *))
 {
-    struct route *r = ALLOC_INIT(
-        struct route, {.handler = h, .data = data, .free_data = free_data, .next = srv->route_list});
+    struct route *r =
+        ALLOC_INIT(struct route,
+                   {.handler = h, .data = data, .free_data = free_data, .next = srv->route_list});
     if (!r)
         return -ENOMEM;
     int e = trie_add(srv->routes, prefix, strlen(prefix), r);
@@ -136,7 +140,10 @@ void colibri_server_clear_listeners(struct colibri_server *srv)
     srv->n_listeners = 0;
 }
 
-void colibri_server_set_threads(struct colibri_server *srv, unsigned n) { srv->n_threads = n; }
+void colibri_server_set_threads(struct colibri_server *srv, unsigned n)
+{
+    srv->n_threads = n;
+}
 
 /* "127.0.0.1:8080", "[::1]:8080", "*:8080", "localhost:8080" or "8080" */
 static int parse_listener(const char *spec, struct listener *l, char *err, size_t errlen)
@@ -216,8 +223,7 @@ static int seconds(const struct config_node *n, uint32_t *out, char *err, size_t
     return 0;
 }
 
-static int load_site(struct colibri_server *srv, struct config_node *site, char *err,
-                     size_t errlen)
+static int load_site(struct colibri_server *srv, struct config_node *site, char *err, size_t errlen)
 {
     struct config_node *n;
     while ((n = config_take_any(site))) {
@@ -294,10 +300,18 @@ static int load_config(struct colibri_server *srv, struct config *cfg, char *err
     if ((n = config_take(root, "server_header"))) {
         if (strlen(n->value) > 100 || strpbrk(n->value, "\r\n"))
             return config_error(n, err, errlen, "must be one short line");
-        srv->server_hdr_len = n->value[0] ? (size_t)snprintf(srv->server_hdr,
-                                                             sizeof(srv->server_hdr),
-                                                             "Server: %s\r\n", n->value)
-                                          : 0;
+        srv->server_hdr_len = n->value[0]
+                                  ? (size_t)snprintf(srv->server_hdr, sizeof(srv->server_hdr),
+                                                     "Server: %s\r\n", n->value)
+                                  : 0;
+    }
+    if ((n = config_take(root, "accept"))) {
+        if (!strcmp(n->value, "thread"))
+            srv->accept_thread = true;
+        else if (!strcmp(n->value, "reuseport"))
+            srv->accept_thread = false;
+        else
+            return config_error(n, err, errlen, "expected 'reuseport' or 'thread'");
     }
     while ((n = config_take(root, "site"))) {
         if (!n->is_section)
@@ -403,14 +417,17 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
     }
     srv->wcfg.in_cap = srv->limits.max_head + 1024;
 
-    unsigned started = 0;
-    for (unsigned i = 0; i < n; i++) {
-        int *fds = calloc(srv->n_listeners, sizeof(int));
-        if (!fds) {
+    /* with an acceptor thread, one set of sockets for it; otherwise one set
+     * per worker */
+    unsigned started = 0, sets = srv->accept_thread ? 1 : n;
+    for (unsigned i = 0; i < sets + (srv->accept_thread ? n : 0); i++) {
+        bool own = i < sets;
+        int *fds = own ? calloc(srv->n_listeners, sizeof(int)) : NULL;
+        if (own && !fds) {
             r = -ENOMEM;
             goto out_workers;
         }
-        for (unsigned j = 0; j < srv->n_listeners; j++) {
+        for (unsigned j = 0; own && j < srv->n_listeners; j++) {
             int fd = open_listener(&srv->listeners[j], srv->wcfg.request_timeout_s, err, errlen);
             if (fd < 0) {
                 while (j--)
@@ -421,13 +438,25 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
             }
             fds[j] = fd;
         }
-        r = worker_init(&srv->workers[i], &srv->wcfg, i, srv->conns, srv->max_fds, fds,
-                        srv->n_listeners);
-        started = i + 1;
+        if (srv->accept_thread && own) {
+            srv->acceptor_fds = fds;
+            continue;
+        }
+        unsigned wi = srv->accept_thread ? i - 1 : i;
+        r = worker_init(&srv->workers[wi], &srv->wcfg, wi, srv->conns, srv->max_fds, fds,
+                        own ? srv->n_listeners : 0);
+        started = wi + 1;
+        if (!r && srv->accept_thread &&
+            !(srv->workers[wi].ring = calloc(1, sizeof(struct fd_ring))))
+            r = -ENOMEM;
         if (r) {
-            fail(err, errlen, r, "worker %u: %s", i, strerror(-r));
+            fail(err, errlen, r, "worker %u: %s", wi, strerror(-r));
             goto out_workers;
         }
+    }
+    if (srv->accept_thread && (srv->acceptor_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+        r = fail(err, errlen, -errno, "eventfd: %s", strerror(errno));
+        goto out_workers;
     }
     srv->n_threads = n;
 
@@ -447,8 +476,17 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
         }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     srv->running = 1;
-    if (r)
+    if (r || srv->stop_asap)
         colibri_server_shutdown(srv);
+    if (srv->accept_thread && !r) {
+        acceptor_run(srv->workers, n, srv->acceptor_fds, srv->n_listeners, srv->acceptor_wake,
+                     &srv->stop_asap);
+        /* refuse new connections at once, not when the last worker is done */
+        for (unsigned j = 0; j < srv->n_listeners; j++)
+            close(srv->acceptor_fds[j]);
+        free(srv->acceptor_fds);
+        srv->acceptor_fds = NULL;
+    }
     for (unsigned i = 0; i < running; i++)
         pthread_join(srv->workers[i].thread, NULL);
     srv->running = 0;
@@ -457,6 +495,13 @@ out_workers:
     for (unsigned i = 0; i < started; i++)
         worker_destroy(&srv->workers[i]);
 out_free:
+    for (unsigned j = 0; srv->acceptor_fds && j < srv->n_listeners; j++)
+        close(srv->acceptor_fds[j]);
+    free(srv->acceptor_fds);
+    srv->acceptor_fds = NULL;
+    if (srv->acceptor_wake >= 0)
+        close(srv->acceptor_wake);
+    srv->acceptor_wake = -1;
     free(srv->workers);
     srv->workers = NULL;
     free(srv->conns);
@@ -466,8 +511,14 @@ out_free:
 
 void colibri_server_shutdown(struct colibri_server *srv)
 {
+    srv->stop_asap = 1;
     if (!srv->running || !srv->workers)
         return;
+    if (srv->acceptor_wake >= 0) {
+        uint64_t one = 1;
+        ssize_t r = write(srv->acceptor_wake, &one, sizeof(one));
+        (void)r;
+    }
     for (unsigned i = 0; i < srv->n_threads; i++)
         worker_wake(&srv->workers[i]);
 }

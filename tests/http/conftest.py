@@ -165,7 +165,7 @@ class Server:
         self._err.flush()
         return self.stderr_path.read_bytes().decode("utf-8", "replace")
 
-    def signal(self, sig=signal.SIGTERM):
+    def send_signal(self, sig=signal.SIGTERM):
         self.proc.send_signal(sig)
 
     def wait(self, timeout=STOP_TIMEOUT):
@@ -178,7 +178,7 @@ class Server:
 
     def stop(self, sig=signal.SIGTERM, timeout=STOP_TIMEOUT):
         if self.proc.poll() is None:
-            self.signal(sig)
+            self.send_signal(sig)
         rc = self.wait(timeout)
         if rc is None:
             self.proc.kill()

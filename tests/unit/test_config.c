@@ -780,6 +780,11 @@ TEST(parse_file)
         n++;
     CHECK_EQ_INT(n, 5000);
     config_free(cfg);
+    /* a huge file (sparse: cheap to make) is refused, not swallowed */
+    CHECK(ftruncate(fd, 65 * 1024 * 1024) == 0);
+    CHECK(config_parse_file(path, err, sizeof(err)) == NULL);
+    snprintf(want, sizeof(want), "%s: larger than 67108864 bytes", path);
+    CHECK_EQ_STR(err, want);
     close(fd);
     unlink(path);
 

@@ -511,6 +511,8 @@ static const struct bad_case bad_cases[] = {
     BAD(RL "Host: user@a\r\n\r\n", -400),
     BAD(RL "Host: [::1\r\n\r\n", -400),
     BAD(RL "Host: [zz]\r\n\r\n", -400),
+    BAD(RL "Host: [12]\r\n\r\n", -400),
+    BAD(RL "Host: [::1]x\r\n\r\n", -400),
     BAD(RL "Host: a:http\r\n\r\n", -400),
     BAD(RL "Host: a:99999\r\n\r\n", -400),
     BAD(RL "Host: a:123456\r\n\r\n", -400),
@@ -878,6 +880,18 @@ TEST(chunked_limits)
         CHECK_EQ_MEM(d->out, d->out_len, "xxx", 3);
         free(d);
     }
+    /* so does whitespace before ';' */
+    {
+        in[0] = '1';
+        memset(in + 1, ' ', HTTP_CHUNKED_MAX_EXT + 1);
+        in[HTTP_CHUNKED_MAX_EXT + 2] = ';';
+        struct http_chunked st;
+        size_t payload;
+        char *buf;
+        CHECK_EQ_INT(dechunk_whole(in, HTTP_CHUNKED_MAX_EXT + 3, &st, &payload, &buf), -400);
+        CHECK_EQ_INT(dechunk_whole(in, HTTP_CHUNKED_MAX_EXT + 1, &st, &payload, &buf),
+                     HTTP_CHUNKED_MAX_EXT + 1);
+    }
     /* zero padding counts as extension, so it cannot go on forever */
     {
         memset(in, '0', HTTP_CHUNKED_MAX_EXT + 2);
@@ -958,6 +972,7 @@ static const struct {
     CHUNK_BAD("0\r\nX a\r\n\r\n"),
     CHUNK_BAD("0\r\nX: a\x7f\r\n\r\n"),
     CHUNK_BAD("0\r\nX: a\0\r\n\r\n"),
+    CHUNK_BAD("0\r\nX: a\rb\r\n\r\n"),
     CHUNK_BAD("0\r\n\r\r"),
     CHUNK_BAD("0\r\n\n"),
     CHUNK_BAD("0\n\r\n"),

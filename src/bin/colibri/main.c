@@ -21,22 +21,26 @@ static void on_signal(int sig)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: colibri [-c FILE] [-l ADDR:PORT] [-r ROOT] [-t THREADS] [--help] [--version]\n"
-               "  -c, --config FILE     config file (default: ./colibri.conf if present)\n"
-               "  -l, --listen ADDR:PORT listen here instead of the config's listeners\n"
-               "                        (127.0.0.1:8080, [::1]:8080, *:8080); repeatable\n"
-               "  -r, --root DIR        serve DIR at /\n"
-               "  -t, --threads N       worker threads (0: one per CPU)\n"
-               "  -h, --help            this text\n"
-               "  -v, --version         print the version\n");
+    fprintf(f,
+            "usage: colibri [-c FILE] [-l ADDR:PORT] [-r ROOT] [-t THREADS] [--help] [--version]\n"
+            "  -c, --config FILE     config file (default: ./colibri.conf if present)\n"
+            "  -l, --listen ADDR:PORT listen here instead of the config's listeners\n"
+            "                        (127.0.0.1:8080, [::1]:8080, *:8080); repeatable\n"
+            "  -r, --root DIR        serve DIR at /\n"
+            "  -t, --threads N       worker threads (0: one per CPU)\n"
+            "  -h, --help            this text\n"
+            "  -v, --version         print the version\n");
 }
 
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'}, {"listen", required_argument, NULL, 'l'},
-        {"root", required_argument, NULL, 'r'},   {"threads", required_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'},         {"version", no_argument, NULL, 'v'},
+        {"config", required_argument, NULL, 'c'},
+        {"listen", required_argument, NULL, 'l'},
+        {"root", required_argument, NULL, 'r'},
+        {"threads", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'v'},
         {NULL, 0, NULL, 0},
     };
     const char *config = NULL, *root = NULL, *listen[16];

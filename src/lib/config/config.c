@@ -428,6 +428,10 @@ struct config *config_parse_buffer(const char *name, const char *text, size_t le
         p += 3; /* a UTF-8 byte order mark, as some editors write */
     int r = 0;
     while (p < end && r == 0) {
+        if (ps.line == INT_MAX) {
+            r = parse_error(&ps, NULL, 0, "too many lines");
+            break;
+        }
         ps.line++;
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *le = nl ? nl : end;

@@ -26,15 +26,24 @@ struct files {
 static const struct {
     const char *ext, *mime;
 } mime_types[] = {
-    {"html", "text/html; charset=utf-8"}, {"htm", "text/html; charset=utf-8"},
-    {"css", "text/css"},                  {"js", "text/javascript"},
-    {"mjs", "text/javascript"},           {"json", "application/json"},
-    {"txt", "text/plain; charset=utf-8"}, {"xml", "application/xml"},
-    {"svg", "image/svg+xml"},             {"png", "image/png"},
-    {"jpg", "image/jpeg"},                {"jpeg", "image/jpeg"},
-    {"gif", "image/gif"},                 {"webp", "image/webp"},
-    {"ico", "image/vnd.microsoft.icon"},  {"wasm", "application/wasm"},
-    {"pdf", "application/pdf"},           {"woff2", "font/woff2"},
+    {"html", "text/html; charset=utf-8"},
+    {"htm", "text/html; charset=utf-8"},
+    {"css", "text/css"},
+    {"js", "text/javascript"},
+    {"mjs", "text/javascript"},
+    {"json", "application/json"},
+    {"txt", "text/plain; charset=utf-8"},
+    {"xml", "application/xml"},
+    {"svg", "image/svg+xml"},
+    {"png", "image/png"},
+    {"jpg", "image/jpeg"},
+    {"jpeg", "image/jpeg"},
+    {"gif", "image/gif"},
+    {"webp", "image/webp"},
+    {"ico", "image/vnd.microsoft.icon"},
+    {"wasm", "application/wasm"},
+    {"pdf", "application/pdf"},
+    {"woff2", "font/woff2"},
 };
 
 static const char *mime_for(const char *name)
@@ -47,7 +56,10 @@ static const char *mime_for(const char *name)
     return "application/octet-stream";
 }
 
-static void close_fd(void *p) { close((int)(intptr_t)p); }
+static void close_fd(void *p)
+{
+    close((int)(intptr_t)p);
+}
 
 /* Opens rel (no leading slash, no "." or ".." segments: the request path is
  * normalised) below dirfd, refusing every symbolic link. */
@@ -160,8 +172,8 @@ static int add(struct colibri_server *srv, const char *prefix, const char *root,
         snprintf(err, errlen, "cannot open '%s': %s", root, strerror(errno));
         return -errno;
     }
-    struct files *f = ALLOC_INIT(struct files,
-                                 {.root_fd = fd, .prefix_len = strlen(prefix), .index = strdup(index)});
+    struct files *f = ALLOC_INIT(
+        struct files, {.root_fd = fd, .prefix_len = strlen(prefix), .index = strdup(index)});
     if (!f || !f->index) {
         close(fd);
         free(f);

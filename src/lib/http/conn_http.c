@@ -206,7 +206,10 @@ static void skip_body(struct colibri_request *req)
 
 /* --- responses ------------------------------------------------------------------ */
 
-static void append_view(struct strbuf *sb, struct view v) { strbuf_append(sb, v.p, v.len); }
+static void append_view(struct strbuf *sb, struct view v)
+{
+    strbuf_append(sb, v.p, v.len);
+}
 
 /* The head of a response, into ctx->out. content_length < 0: none. */
 static void write_head(struct colibri_request *req, struct colibri_response *resp, int status,
@@ -504,14 +507,20 @@ void http_request_timeout(struct worker *w, int fd)
 
 /* --- the public request API ---------------------------------------------------- */
 
-static struct colibri_str str(struct view v) { return (struct colibri_str){.p = v.p, .len = v.len}; }
+static struct colibri_str str(struct view v)
+{
+    return (struct colibri_str){.p = v.p, .len = v.len};
+}
 
 enum colibri_method colibri_req_method(const struct colibri_request *req)
 {
     return (enum colibri_method)req->head->method;
 }
 
-struct colibri_str colibri_req_path(const struct colibri_request *req) { return str(req->path); }
+struct colibri_str colibri_req_path(const struct colibri_request *req)
+{
+    return str(req->path);
+}
 struct colibri_str colibri_req_target(const struct colibri_request *req)
 {
     return str(req->head->target);
@@ -524,7 +533,10 @@ struct colibri_str colibri_req_headers_raw(const struct colibri_request *req)
 {
     return str(req->head->headers);
 }
-int colibri_req_http_minor(const struct colibri_request *req) { return req->head->version_minor; }
+int colibri_req_http_minor(const struct colibri_request *req)
+{
+    return req->head->version_minor;
+}
 
 bool colibri_req_query(struct colibri_request *req, const char *name, struct colibri_str *value)
 {
@@ -585,8 +597,9 @@ int colibri_req_remote_addr(const struct colibri_request *req, char *buf, size_t
     socklen_t sl = sizeof(ss);
     if (getpeername(req->ctx->fd, (struct sockaddr *)&ss, &sl) < 0)
         return -errno;
-    const void *a = ss.ss_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
-                                             : (const void *)&((struct sockaddr_in *)&ss)->sin_addr;
+    const void *a = ss.ss_family == AF_INET6
+                        ? (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
+                        : (const void *)&((struct sockaddr_in *)&ss)->sin_addr;
     if (!inet_ntop(ss.ss_family, a, buf, (socklen_t)len))
         return -errno;
     return 0;
@@ -599,8 +612,14 @@ int colibri_defer(struct colibri_request *req, void (*fn)(void *), void *arg)
 
 /* --- the public response API ----------------------------------------------------- */
 
-void colibri_resp_set_type(struct colibri_response *resp, const char *mime) { resp->mime = mime; }
-void colibri_resp_set_status(struct colibri_response *resp, int status) { resp->status = status; }
+void colibri_resp_set_type(struct colibri_response *resp, const char *mime)
+{
+    resp->mime = mime;
+}
+void colibri_resp_set_status(struct colibri_response *resp, int status)
+{
+    resp->status = status;
+}
 
 static bool field_ok(const char *s, bool name)
 {

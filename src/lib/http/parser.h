@@ -58,12 +58,12 @@ struct http_limits {
 
 struct http_head {
     struct view method_str;
-    struct view target;  /* the request-target exactly as sent */
-    struct view path;    /* path part, still percent-encoded ("*" for asterisk-form) */
-    struct view query;   /* after '?', without it; empty if none */
-    struct view host;    /* Host field value, or the authority of an absolute-form target */
-    struct view headers; /* the raw field lines: from the first one up to and including
-                            the CRLF of the last (empty if there are none) */
+    struct view target;     /* the request-target exactly as sent */
+    struct view path;       /* path part, still percent-encoded ("*" for asterisk-form) */
+    struct view query;      /* after '?', without it; empty if none */
+    struct view host;       /* Host field value, or the authority of an absolute-form target */
+    struct view headers;    /* the raw field lines: from the first one up to and including
+                               the CRLF of the last (empty if there are none) */
     int64_t content_length; /* -1 when absent */
     enum http_method method;
     uint8_t version_minor; /* 0 or 1 (1.x with x > 1 is treated as 1.1) */

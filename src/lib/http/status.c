@@ -27,6 +27,15 @@ static const struct status_entry *lookup(int status)
     return &table[g - 100];
 }
 
-struct view http_status_line(int status) { return lookup(status)->line; }
-struct view http_status_reason(int status) { return lookup(status)->reason; }
-struct view http_error_page(int status) { return lookup(status)->page; }
+struct view http_status_line(int status)
+{
+    return lookup(status)->line;
+}
+struct view http_status_reason(int status)
+{
+    return lookup(status)->reason;
+}
+struct view http_error_page(int status)
+{
+    return lookup(status)->page;
+}

@@ -29,8 +29,8 @@ static int echo(struct colibri_request *req, struct colibri_response *resp, void
         colibri_resp_append(resp, body.p, body.len);
         return 200;
     }
-    static const char *const names[] = {"GET",     "HEAD",  "POST", "PUT", "DELETE",
-                                        "OPTIONS", "PATCH", "TRACE"};
+    static const char *const names[] = {"GET",    "HEAD",    "POST",  "PUT",
+                                        "DELETE", "OPTIONS", "PATCH", "TRACE"};
     struct colibri_str target = colibri_req_target(req), headers = colibri_req_headers_raw(req);
     colibri_resp_printf(resp, "%s %.*s HTTP/1.%d\r\n", names[colibri_req_method(req)],
                         (int)target.len, target.p, colibri_req_http_minor(req));

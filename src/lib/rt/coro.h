@@ -75,6 +75,9 @@ __attribute__((noreturn)) void coro_abort(struct coro *coro);
 /* Registers a cleanup. Returns 0, or -ENOMEM (the cleanup is then run at
  * once, so the caller's resource is never leaked). */
 int coro_defer(struct coro *coro, void (*fn)(void *), void *arg);
-static inline unsigned coro_defer_mark(const struct coro *coro) { return coro->n_defers; }
+static inline unsigned coro_defer_mark(const struct coro *coro)
+{
+    return coro->n_defers;
+}
 /* Runs, newest first, the defers registered since mark. */
 void coro_defer_run_to(struct coro *coro, unsigned mark);

@@ -19,7 +19,7 @@ struct tq {
     struct conn *conns;
     uint32_t head, tail;
     uint32_t count;
-    uint16_t flag; /* the conn flag that marks membership */
+    uint16_t flag;    /* the conn flag that marks membership */
     uint32_t timeout; /* seconds */
 };
 

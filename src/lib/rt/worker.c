@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,6 +238,32 @@ static void conn_event(struct worker *w, int fd, uint32_t events)
         after_resume(w, fd, coro_resume(ctx->coro));
 }
 
+static void adopt(struct worker *w, int fd)
+{
+    if ((uint32_t)fd >= w->max_fds || w->stopping) {
+        close(fd);
+        return;
+    }
+    w->conns[fd] = (struct conn){
+        .prev = TQ_NIL, .next = TQ_NIL, .flags = CONN_OPEN, .worker = (uint16_t)w->idx};
+    w->n_conns++;
+    /* TCP_DEFER_ACCEPT: the request is usually here already, so read it
+     * now; the fd joins epoll only if it has to wait. */
+    conn_start(w, fd);
+}
+
+static void take_handed_fds(struct worker *w)
+{
+    struct fd_ring *r = w->ring;
+    uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    uint32_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
+    while (h != t) {
+        int fd = r->fds[h % FD_RING_SIZE];
+        atomic_store_explicit(&r->head, ++h, memory_order_release);
+        adopt(w, fd);
+    }
+}
+
 static void accept_burst(struct worker *w, int lfd)
 {
     /* level-triggered: take a bounded batch, epoll reports the rest */
@@ -257,17 +284,73 @@ static void accept_burst(struct worker *w, int lfd)
             }
             return; /* EAGAIN, or an error the next wake-up may not have */
         }
-        if ((uint32_t)fd >= w->max_fds || w->stopping) {
-            close(fd);
-            continue;
-        }
-        w->conns[fd] = (struct conn){
-            .prev = TQ_NIL, .next = TQ_NIL, .flags = CONN_OPEN, .worker = (uint16_t)w->idx};
-        w->n_conns++;
-        /* TCP_DEFER_ACCEPT: the request is usually here already, so read it
-         * now; the fd joins epoll only if it has to wait. */
-        conn_start(w, fd);
+        adopt(w, fd);
     }
+}
+
+void acceptor_run(struct worker *workers, unsigned n, const int *listen_fds, unsigned n_listen,
+                  int wake_fd, volatile int *stop)
+{
+    int epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (epfd < 0)
+        return;
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_WAKE};
+    epoll_ctl(epfd, EPOLL_CTL_ADD, wake_fd, &ev);
+    for (unsigned i = 0; i < n_listen; i++) {
+        ev = (struct epoll_event){.events = EPOLLIN,
+                                  .data.u64 = EV_LISTEN | (uint32_t)listen_fds[i]};
+        epoll_ctl(epfd, EPOLL_CTL_ADD, listen_fds[i], &ev);
+    }
+    int spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    bool *woken = calloc(n, sizeof(bool));
+    while (!*stop && woken) {
+        struct epoll_event events[16];
+        int k = epoll_wait(epfd, events, (int)N_ELEMENTS(events), -1);
+        for (int e = 0; e < k; e++) {
+            if (!(events[e].data.u64 & EV_LISTEN))
+                continue;
+            int lfd = EV_FD(events[e].data.u64);
+            for (int i = 0; i < 256; i++) {
+                int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (fd < 0) {
+                    if (errno == EINTR || errno == ECONNABORTED)
+                        continue;
+                    if ((errno == EMFILE || errno == ENFILE) && spare >= 0) {
+                        close(spare);
+                        fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+                        if (fd >= 0)
+                            close(fd);
+                        spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                        continue;
+                    }
+                    break;
+                }
+                unsigned wi = ((unsigned)fd / 2) % n;
+                struct fd_ring *r = workers[wi].ring;
+                uint32_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+                if (t - atomic_load_explicit(&r->head, memory_order_acquire) == FD_RING_SIZE) {
+                    close(fd); /* that worker is hopelessly behind */
+                    continue;
+                }
+                r->fds[t % FD_RING_SIZE] = fd;
+                atomic_store_explicit(&r->tail, t + 1, memory_order_release);
+                woken[wi] = true;
+            }
+        }
+        /* one wake-up per worker per burst, not per connection */
+        for (unsigned i = 0; i < n; i++) {
+            if (!woken[i])
+                continue;
+            uint64_t one = 1;
+            ssize_t r = write(workers[i].wake_fd, &one, sizeof(one));
+            (void)r;
+            woken[i] = false;
+        }
+    }
+    free(woken);
+    if (spare >= 0)
+        close(spare);
+    close(epfd);
 }
 
 /* --- timeouts and shutdown ------------------------------------------------ */
@@ -279,8 +362,7 @@ static void expire(struct worker *w)
         conn_close(w, (int)fd);
     while ((fd = tq_expired(&w->req_q, w->now)) != TQ_NIL) {
         struct conn_ctx *ctx = w->conns[fd].ctx;
-        if (ctx && ctx->mid_request && ctx->waiting == CONN_WAIT_READ &&
-            w->cfg->on_request_timeout)
+        if (ctx && ctx->mid_request && ctx->waiting == CONN_WAIT_READ && w->cfg->on_request_timeout)
             w->cfg->on_request_timeout(w, (int)fd);
         conn_close(w, (int)fd);
     }
@@ -341,6 +423,8 @@ void *worker_main(void *arg)
                 uint64_t v;
                 if (read(w->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
                     perror("colibri: eventfd");
+                if (w->ring)
+                    take_handed_fds(w);
             } else {
                 conn_event(w, EV_FD(u), events[i].events);
             }
@@ -394,6 +478,7 @@ int worker_init(struct worker *w, const struct worker_cfg *cfg, unsigned idx, st
 
 void worker_destroy(struct worker *w)
 {
+    free(w->ring);
     while (w->free_ctx) {
         struct conn_ctx *next = w->free_ctx->next_free;
         ctx_destroy(w->free_ctx);

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -21,16 +22,24 @@
 struct worker;
 
 struct worker_cfg {
-    uint32_t keep_alive_s;    /* idle connection timeout */
+    uint32_t keep_alive_s;      /* idle connection timeout */
     uint32_t request_timeout_s; /* a request must be complete by then */
-    size_t in_cap;            /* request buffer per active connection */
-    size_t stack_size;        /* coroutine stack */
-    unsigned max_free_ctx;    /* pooled contexts kept per worker */
-    uint32_t shutdown_grace_s; /* in-flight requests get this long at shutdown */
-    coro_fn conn_main;        /* the connection coroutine: fn(coro, struct conn_ctx *) */
+    size_t in_cap;              /* request buffer per active connection */
+    size_t stack_size;          /* coroutine stack */
+    unsigned max_free_ctx;      /* pooled contexts kept per worker */
+    uint32_t shutdown_grace_s;  /* in-flight requests get this long at shutdown */
+    coro_fn conn_main;          /* the connection coroutine: fn(coro, struct conn_ctx *) */
     /* called for a connection whose request timed out while incomplete */
     void (*on_request_timeout)(struct worker *w, int fd);
     void *owner; /* the server, for conn_main */
+};
+
+/* Handed-over fds: one producer (the acceptor thread), one consumer (the
+ * worker). Used only when accepting is done by a dedicated thread. */
+#define FD_RING_SIZE 4096
+struct fd_ring {
+    _Atomic uint32_t head, tail;
+    int fds[FD_RING_SIZE];
 };
 
 struct worker {
@@ -44,9 +53,9 @@ struct worker {
     int *listen_fds;
     unsigned n_listen;
     struct tq idle_q, req_q;
-    uint32_t now;        /* seconds since the worker started (monotonic) */
-    time_t date_time;    /* the second date_hdr shows */
-    char date_hdr[48];   /* "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n" */
+    uint32_t now;      /* seconds since the worker started (monotonic) */
+    time_t date_time;  /* the second date_hdr shows */
+    char date_hdr[48]; /* "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n" */
     size_t date_hdr_len;
     struct conn_ctx *free_ctx;
     unsigned n_free_ctx;
@@ -55,6 +64,7 @@ struct worker {
     bool stopping;                /* the worker has begun its graceful stop */
     uint32_t stop_deadline;
     pthread_t thread;
+    struct fd_ring *ring; /* NULL with per-worker SO_REUSEPORT sockets */
 };
 
 /* Set-up before the thread starts; listen_fds are taken over. 0 or -errno. */
@@ -64,6 +74,13 @@ void worker_destroy(struct worker *w);
 void *worker_main(void *w);
 /* Asks the worker to stop gracefully; async-signal-safe. */
 void worker_wake(struct worker *w);
+
+/* Acceptor-thread mode: the calling thread accepts on listen_fds and deals
+ * each fd to workers[(fd / 2) % n] (neighbouring fds, whose table entries
+ * share a cache line, land on the same worker). Returns when *stop is set
+ * and wake_fd is written. */
+void acceptor_run(struct worker *workers, unsigned n, const int *listen_fds, unsigned n_listen,
+                  int wake_fd, volatile int *stop);
 
 /* --- for the connection coroutine --------------------------------------- */
 

@@ -5,12 +5,10 @@
 
 #include "coro_arch.h"
 
-
 /* makecontext() passes int arguments only: split the pointers in halves. */
 static void trampoline(unsigned fn_hi, unsigned fn_lo, unsigned arg_hi, unsigned arg_lo)
 {
-    void (*entry)(void *) =
-        (void (*)(void *))(((uintptr_t)fn_hi << 16 << 16) | (uintptr_t)fn_lo);
+    void (*entry)(void *) = (void (*)(void *))(((uintptr_t)fn_hi << 16 << 16) | (uintptr_t)fn_lo);
     void *arg = (void *)(((uintptr_t)arg_hi << 16 << 16) | (uintptr_t)arg_lo);
     entry(arg);
     abort();

@@ -1,0 +1,150 @@
+"""A bad config exits 1 with "colibri: FILE:LINE: key: message" on stderr."""
+
+import re
+import subprocess
+
+import pytest
+
+from conftest import colibri_bin, free_port
+
+
+def run_config(tmp_path, text, timeout=10):
+    conf = tmp_path / "bad.conf"
+    conf.write_text(text)
+    try:
+        p = subprocess.run(
+            [str(colibri_bin()), "-c", str(conf)],
+            cwd=tmp_path,
+            capture_output=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("colibri did not exit on a bad config (it is serving?)")
+    return conf, p
+
+
+def good_site(tmp_path):
+    (tmp_path / "www").mkdir(exist_ok=True)
+    return "site {\n    handler /hello hello_world\n    serve_files / {\n        path = %s\n    }\n}\n" % (tmp_path / "www")
+
+
+def listener():
+    return "listener 127.0.0.1:%d\n" % free_port()
+
+
+def check(p, conf, line, keys, words=()):
+    err = p.stderr.decode("utf-8", "replace")
+    assert p.returncode == 1, (p.returncode, err)
+    keys = keys if isinstance(keys, tuple) else (keys,)
+    pat = r"^colibri: %s:%d: (%s): \S" % (re.escape(str(conf)), line, "|".join(map(re.escape, keys)))
+    assert re.search(pat, err, re.M), "stderr %r does not match %r" % (err, pat)
+    for w in words:
+        assert w in err, (w, err)
+    assert "Sanitizer" not in err and "runtime error:" not in err, err
+
+
+def test_good_config_is_accepted_by_check(tmp_path, make_server):
+    # Sanity check of the helpers: the default config of the suite starts.
+    s = make_server()
+    assert s.proc.poll() is None
+
+
+def test_unknown_key(tmp_path):
+    conf, p = run_config(tmp_path, listener() + "threads = 1\nbogus_key = 1\n" + good_site(tmp_path))
+    check(p, conf, 3, "bogus_key")
+
+
+def test_bad_duration(tmp_path):
+    conf, p = run_config(tmp_path, listener() + "keep_alive_timeout = 15 parsecs\n" + good_site(tmp_path))
+    check(p, conf, 2, "keep_alive_timeout")
+
+
+@pytest.mark.parametrize("value", ["fast", "-1s", "10x", ""])
+def test_bad_duration_values(tmp_path, value):
+    conf, p = run_config(tmp_path, listener() + "\n# comment\nrequest_timeout = %s\n" % value + good_site(tmp_path))
+    check(p, conf, 4, "request_timeout")
+
+
+def test_bad_size(tmp_path):
+    conf, p = run_config(tmp_path, listener() + "max_request_body = lots\n" + good_site(tmp_path))
+    check(p, conf, 2, "max_request_body")
+
+
+def test_bad_threads(tmp_path):
+    conf, p = run_config(tmp_path, listener() + "threads = many\n" + good_site(tmp_path))
+    check(p, conf, 2, "threads")
+
+
+def test_unknown_handler(tmp_path):
+    text = listener() + "site {\n    handler /hello hello_world\n    handler /x no_such_handler\n}\n"
+    conf, p = run_config(tmp_path, text)
+    check(p, conf, 4, "handler", ["no_such_handler"])
+
+
+def test_unknown_key_in_site(tmp_path):
+    text = listener() + "site {\n    handler /hello hello_world\n    frobnicate = yes\n}\n"
+    conf, p = run_config(tmp_path, text)
+    check(p, conf, 4, "frobnicate")
+
+
+def test_serve_files_missing_path(tmp_path):
+    text = listener() + "site {\n    serve_files / {\n        index = index.html\n    }\n}\n"
+    conf, p = run_config(tmp_path, text)
+    check(p, conf, 3, ("serve_files", "path"), ["path"])
+
+
+def test_serve_files_nonexistent_dir(tmp_path):
+    text = listener() + "site {\n    serve_files / {\n        path = %s\n    }\n}\n" % (tmp_path / "nope")
+    conf, p = run_config(tmp_path, text)
+    assert p.returncode == 1, p.stderr
+    assert b"nope" in p.stderr
+
+
+def test_bad_listener(tmp_path):
+    conf, p = run_config(tmp_path, "threads = 1\nlistener not-an-address\n" + good_site(tmp_path))
+    check(p, conf, 2, "listener")
+
+
+def test_unclosed_section(tmp_path):
+    text = listener() + "site {\n    handler /hello hello_world\n"
+    conf, p = run_config(tmp_path, text)
+    err = p.stderr.decode()
+    assert p.returncode == 1, err
+    assert re.search(r"^colibri: %s:2: " % re.escape(str(conf)), err, re.M), err
+
+
+def test_stray_close_brace(tmp_path):
+    text = listener() + "}\n" + good_site(tmp_path)
+    conf, p = run_config(tmp_path, text)
+    err = p.stderr.decode()
+    assert p.returncode == 1, err
+    assert re.search(r"^colibri: %s:2: " % re.escape(str(conf)), err, re.M), err
+
+
+def test_missing_config_file(tmp_path):
+    p = subprocess.run(
+        [str(colibri_bin()), "-c", str(tmp_path / "missing.conf")],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=10,
+    )
+    assert p.returncode == 1
+    assert b"missing.conf" in p.stderr
+
+
+def test_bad_threads_flag(tmp_path):
+    p = subprocess.run([str(colibri_bin()), "-t", "lots"], cwd=tmp_path, capture_output=True, timeout=10)
+    assert p.returncode != 0
+    assert p.stderr
+
+
+def test_port_in_use(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        conf, p = run_config(tmp_path, "listener 127.0.0.1:%d\n" % port + good_site(tmp_path))
+    assert p.returncode == 1, p.stderr
+    assert b"colibri: " in p.stderr

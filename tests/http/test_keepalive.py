@@ -1,0 +1,103 @@
+"""Connection persistence: HTTP/1.1 default keep-alive, Connection: close,
+HTTP/1.0 default close and opt-in keep-alive, never chunked to a 1.0 client."""
+
+import pytest
+
+from rawhttp import request
+
+
+def test_http11_default_keep_alive(server):
+    with server.conn() as c:
+        for i in range(50):
+            c.send(request("GET", "/hello?name=k%d" % i))
+            r = c.read_response()
+            assert r.status == 200 and r.body == b"Hello, k%d!" % i
+            assert "close" not in r.tokens("connection")
+        assert not c.wait_closed(0.3), "server closed a keep-alive connection"
+
+
+@pytest.mark.parametrize("value", ["close", "Close", "keep-alive, close", "CLOSE"])
+def test_connection_close(server, value):
+    with server.conn() as c:
+        c.send(request("GET", "/hello", headers=[("Connection", value)]))
+        r = c.read_response()
+        assert r.status == 200 and r.body == b"Hello, World!"
+        assert "close" in r.tokens("connection"), r.headers
+        assert c.wait_closed(2.0), "server kept the connection open after Connection: close"
+
+
+def test_connection_close_on_file_and_404(server):
+    for path, status in (("/hello.txt", 200), ("/nothing-here", 404), ("/sub", 301)):
+        with server.conn() as c:
+            c.send(request("GET", path, headers=[("Connection", "close")]))
+            r = c.read_response()
+            assert r.status == status
+            assert "close" in r.tokens("connection")
+            assert c.wait_closed(2.0)
+
+
+def test_http10_default_close(server):
+    with server.conn() as c:
+        c.send(b"GET /hello HTTP/1.0\r\n\r\n")
+        r = c.read_response()
+        assert r.status == 200 and r.body == b"Hello, World!"
+        assert r.header("Transfer-Encoding") is None
+        assert "keep-alive" not in r.tokens("connection")
+        assert c.wait_closed(2.0), "HTTP/1.0 connection left open"
+
+
+def test_http10_keep_alive(server):
+    with server.conn() as c:
+        for i in range(5):
+            c.send(b"GET /hello?name=v%d HTTP/1.0\r\nConnection: keep-alive\r\n\r\n" % i)
+            r = c.read_response()
+            assert r.status == 200 and r.body == b"Hello, v%d!" % i
+            assert "keep-alive" in r.tokens("connection"), r.headers
+            assert r.header("Transfer-Encoding") is None
+        assert not c.wait_closed(0.3)
+        # A 1.0 request without the opt-in closes again.
+        c.send(b"GET /hello HTTP/1.0\r\n\r\n")
+        assert c.read_response().status == 200
+        assert c.wait_closed(2.0)
+
+
+@pytest.mark.parametrize(
+    "req",
+    [
+        b"GET /hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+        b"GET /hello.txt HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+        b"GET /big.bin HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+        b"GET /missing HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+        b"GET /echo HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+        b"POST /echo HTTP/1.0\r\nConnection: keep-alive\r\nContent-Length: 3\r\n\r\nabc",
+        b"POST /hello HTTP/1.0\r\nConnection: keep-alive\r\nContent-Length: 3\r\n\r\nabc",
+        b"OPTIONS /hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+    ],
+)
+def test_never_chunked_to_http10(server, req):
+    with server.conn() as c:
+        c.send(req)
+        r = c.read_response()
+        assert r.header("Transfer-Encoding") is None, r.headers
+        if r.status != 204:
+            assert r.header("Content-Length") is not None, r.headers
+        # The response was delimited by length, so the connection can go on.
+        c.send(b"GET /hello?name=after HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        r2 = c.read_response()
+        assert r2.body == b"Hello, after!"
+
+
+def test_http10_post_echo_then_close(server):
+    with server.conn() as c:
+        c.send(b"POST /echo HTTP/1.0\r\nContent-Length: 4\r\n\r\nabcd")
+        r = c.read_response()
+        assert r.status == 200 and r.body == b"abcd"
+        assert r.header("Transfer-Encoding") is None
+        assert c.wait_closed(2.0)
+
+
+def test_many_sequential_connections(server):
+    for i in range(200):
+        with server.conn() as c:
+            c.send(request("GET", "/hello?name=%d" % i, headers=[("Connection", "close")]))
+            assert c.read_response().body == b"Hello, %d!" % i
