@@ -9,7 +9,7 @@ CONF       ?= colibri.conf
 WERROR     ?= $(if $(CI),ON,OFF)
 CMAKE_ARGS ?=
 
-.PHONY: all build asan run test unit blackbox spec format format-check bench fuzz \
+.PHONY: all build asan run test unit blackbox spec format format-check bench fuzz coro-variants \
         deps test-deps clean
 
 all: build
@@ -51,7 +51,12 @@ SPEC_DIR ?= ../shared/mustache-spec
 spec: build test-deps
 	$(VENV)/bin/python tests/spec/run_spec.py $(BUILD)/colibri-tpl $(SPEC_DIR)
 
-test: test-deps unit blackbox format-check
+# the context switches not used on this machine: ucontext, aarch64 (qemu)
+coro-variants:
+	@scripts/deps.sh cross
+	scripts/coro-variants.sh
+
+test: test-deps unit blackbox coro-variants format-check
 
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 format:

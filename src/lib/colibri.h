@@ -137,6 +137,9 @@ int colibri_defer(struct colibri_request *req, void (*fn)(void *), void *arg);
 void colibri_resp_set_type(struct colibri_response *resp, const char *mime);
 /* Adds "name: value"; -EINVAL if either contains CR, LF or NUL. */
 int colibri_resp_header(struct colibri_response *resp, const char *name, const char *value);
+/* Appends preformatted header lines ("Name: value\r\n" each, already
+ * validated by the caller): for headers built once and cached. */
+int colibri_resp_header_lines(struct colibri_response *resp, const char *lines, size_t len);
 int colibri_resp_append(struct colibri_response *resp, const void *p, size_t len);
 int colibri_resp_printf(struct colibri_response *resp, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -151,6 +154,12 @@ int colibri_resp_send_chunk(struct colibri_response *resp, const void *p, size_t
  * stays the caller's. Returns status, for "return colibri_resp_sendfile(...)". */
 int colibri_resp_sendfile(struct colibri_response *resp, int status, const char *mime, int fd,
                           off_t offset, size_t len);
+/* Answers with the len bytes at p without copying them: the header and the
+ * bytes leave at once in one writev (behind any earlier pipelined answers),
+ * so p only has to stay valid until this call returns. mime may be NULL when
+ * the header lines carry Content-Type. Returns status. */
+int colibri_resp_send_static(struct colibri_response *resp, int status, const char *mime,
+                             const void *p, size_t len);
 /* One server-sent event (text/event-stream); event may be NULL. */
 int colibri_resp_send_event(struct colibri_response *resp, const char *event, const char *data,
                             size_t len);

@@ -144,6 +144,80 @@ TEST(floating_point_survives_switches)
     coro_free(c);
 }
 
+/* Many values live across each switch: the compiler keeps them in the
+ * callee-saved registers, which the context switch must preserve on both
+ * sides. */
+static void clobber(struct coro *coro, void *arg)
+{
+    unsigned long a = 1, b = 2, c = 3, d = 5, e = 7, f = 11, g = 13, h = 17;
+    double x = 1.5, y = 2.5, z = 3.5, t = 4.5;
+    for (int i = 0; i < 100; i++) {
+        coro_yield(coro, 0);
+        a = a * 3 + b;
+        b = b * 5 + c;
+        c = c * 7 + d;
+        d = d * 11 + e;
+        e = e * 13 + f;
+        f = f * 17 + g;
+        g = g * 19 + h;
+        h = h * 23 + a;
+        x = x * 1.0001 + y;
+        y = y * 0.9999 + z;
+        z = z * 1.0002 + t;
+        t = t * 0.9998 + x;
+    }
+    *(unsigned long *)arg = a ^ b ^ c ^ d ^ e ^ f ^ g ^ h ^ (unsigned long)(x + y + z + t);
+}
+
+static unsigned long clobber_reference(void)
+{
+    unsigned long a = 1, b = 2, c = 3, d = 5, e = 7, f = 11, g = 13, h = 17;
+    double x = 1.5, y = 2.5, z = 3.5, t = 4.5;
+    for (int i = 0; i < 100; i++) {
+        a = a * 3 + b;
+        b = b * 5 + c;
+        c = c * 7 + d;
+        d = d * 11 + e;
+        e = e * 13 + f;
+        f = f * 17 + g;
+        g = g * 19 + h;
+        h = h * 23 + a;
+        x = x * 1.0001 + y;
+        y = y * 0.9999 + z;
+        z = z * 1.0002 + t;
+        t = t * 0.9998 + x;
+    }
+    return a ^ b ^ c ^ d ^ e ^ f ^ g ^ h ^ (unsigned long)(x + y + z + t);
+}
+
+TEST(callee_saved_registers_survive)
+{
+    unsigned long got = 0, mine = 0;
+    struct coro *c1 = coro_new(0, clobber, &got);
+    unsigned long m1 = 101, m2 = 103, m3 = 107, m4 = 109, m5 = 113, m6 = 127;
+    while (coro_resume(c1) != CORO_FINISHED) {
+        m1 = m1 * 3 + m6;
+        m2 = m2 * 5 + m1;
+        m3 = m3 * 7 + m2;
+        m4 = m4 * 11 + m3;
+        m5 = m5 * 13 + m4;
+        m6 = m6 * 17 + m5;
+    }
+    mine = m1 ^ m2 ^ m3 ^ m4 ^ m5 ^ m6;
+    unsigned long r1 = 101, r2 = 103, r3 = 107, r4 = 109, r5 = 113, r6 = 127;
+    for (int i = 0; i < 100; i++) { /* one per yield */
+        r1 = r1 * 3 + r6;
+        r2 = r2 * 5 + r1;
+        r3 = r3 * 7 + r2;
+        r4 = r4 * 11 + r3;
+        r5 = r5 * 13 + r4;
+        r6 = r6 * 17 + r5;
+    }
+    CHECK(got == clobber_reference());
+    CHECK(mine == (r1 ^ r2 ^ r3 ^ r4 ^ r5 ^ r6));
+    coro_free(c1);
+}
+
 static void nested_inner(struct coro *coro, void *arg)
 {
     (void)arg;
@@ -180,5 +254,6 @@ int main(void)
     RUN(reset_reuses_the_stack);
     RUN(floating_point_survives_switches);
     RUN(coroutine_resumes_another);
+    RUN(callee_saved_registers_survive);
     return test_summary();
 }

@@ -643,6 +643,13 @@ int colibri_resp_header(struct colibri_response *resp, const char *name, const c
     return 0;
 }
 
+int colibri_resp_header_lines(struct colibri_response *resp, const char *lines, size_t len)
+{
+    if (resp->streaming || resp->sent)
+        return -EINVAL;
+    return strbuf_append(&resp->req->ctx->hdrs, lines, len);
+}
+
 int colibri_resp_append(struct colibri_response *resp, const void *p, size_t len)
 {
     return strbuf_append(&resp->req->ctx->body, p, len);
@@ -710,6 +717,26 @@ int colibri_resp_sendfile(struct colibri_response *resp, int status, const char 
     conn_write_more(ctx, ctx->out.buf, ctx->out.len);
     strbuf_reset(&ctx->out);
     conn_sendfile(ctx, fd, offset, len);
+    return status;
+}
+
+int colibri_resp_send_static(struct colibri_response *resp, int status, const char *mime,
+                             const void *p, size_t len)
+{
+    struct colibri_request *req = resp->req;
+    struct conn_ctx *ctx = req->ctx;
+    if (resp->streaming || resp->sent)
+        return 500;
+    write_head(req, resp, status, (int64_t)len, mime);
+    resp->sent = true;
+    if (resp->head_only || !len)
+        return status;
+    struct iovec iov[2] = {
+        {.iov_base = ctx->out.buf, .iov_len = ctx->out.len},
+        {.iov_base = (void *)p, .iov_len = len},
+    };
+    conn_writev(ctx, iov, 2);
+    strbuf_reset(&ctx->out);
     return status;
 }
 

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# coro-variants.sh - the context switches this machine does not use by
+# default: the ucontext fallback (natively) and the aarch64 assembly (cross-
+# compiled, run under qemu-user). Both run tests/unit/test_coro.c.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+src="tests/unit/test_coro.c src/lib/rt/coro.c"
+flags="-std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Isrc/lib -Itests/unit"
+
+echo "coro: ucontext fallback"
+cc $flags -DCOLIBRI_CORO_UCONTEXT -o "$out/ucontext" $src src/lib/rt/arch/coro_ucontext.c
+"$out/ucontext"
+
+echo "coro: aarch64 assembly under qemu"
+aarch64-linux-gnu-gcc $flags -static -o "$out/aarch64" $src src/lib/rt/arch/coro_asm.c \
+    src/lib/rt/arch/coro_aarch64.S
+qemu-aarch64 "$out/aarch64"
