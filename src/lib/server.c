@@ -415,7 +415,8 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
         r = fail(err, errlen, -ENOMEM, "out of memory for %u connections", srv->max_fds);
         goto out_free;
     }
-    srv->wcfg.in_cap = srv->limits.max_head + 1024;
+    /* room for a whole head and the start of a body, in whole pages */
+    srv->wcfg.in_cap = (srv->limits.max_head + 1024 + 4095) & ~(size_t)4095;
 
     /* with an acceptor thread, one set of sockets for it; otherwise one set
      * per worker */

@@ -64,7 +64,7 @@ def make_wwwroot(base):
     (root / "sub").mkdir(parents=True)
     (root / "empty").mkdir()
     (root / "index.html").write_bytes(INDEX_HTML)
-    (root / "hello.txt").write_bytes(HELLO_TXT)
+    (root / "file.txt").write_bytes(HELLO_TXT)
     (root / "sub" / "index.html").write_bytes(SUB_INDEX)
     (root / "sub" / "data.bin").write_bytes(bytes(range(256)) * 64)
     (root / "big.bin").write_bytes(os.urandom(300 * 1024))
@@ -72,7 +72,7 @@ def make_wwwroot(base):
     outside.mkdir()
     (outside / "secret.txt").write_bytes(SECRET)
     (base / "secret.txt").write_bytes(SECRET)
-    os.symlink("hello.txt", root / "link.txt")
+    os.symlink("file.txt", root / "link.txt")
     os.symlink(str(outside), root / "outlink")
     os.symlink(str(base / "secret.txt"), root / "secretlink.txt")
     return root
@@ -116,8 +116,11 @@ class Server:
             pytest.fail("colibri binary not found: %s (set COLIBRI_BIN)" % binary)
         self._err = open(self.stderr_path, "wb")
         self._out = open(self.stdout_path, "wb")
+        env = dict(os.environ)
+        env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
         self.proc = subprocess.Popen(
             [str(binary), "-c", str(self.config)] + list(args),
+            env=env,
             stdout=self._out,
             stderr=self._err,
             stdin=subprocess.DEVNULL,

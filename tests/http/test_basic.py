@@ -1,7 +1,6 @@
 """hello_world, echo, 404, serve_files, CLI flags, IPv6."""
 
 import email.utils
-import os
 import re
 import subprocess
 import time
@@ -209,7 +208,7 @@ def test_index_html(server):
 
 
 def test_file(server):
-    r = get(server, "/hello.txt")
+    r = get(server, "/file.txt")
     assert r.status_code == 200
     assert r.content == HELLO_TXT
     assert r.headers["Content-Type"].split(";")[0].strip() == "text/plain"
@@ -225,7 +224,7 @@ def test_binary_and_large_files(server):
 
 def test_file_head(server):
     with server.conn() as c:
-        c.send(request("HEAD", "/big.bin") + request("GET", "/hello.txt"))
+        c.send(request("HEAD", "/big.bin") + request("GET", "/file.txt"))
         h = c.read_response(head_request=True)
         n = c.read_response()
     assert h.status == 200
@@ -383,5 +382,36 @@ def test_ipv6_listener(make_server):
     r = requests.get(s.url + "/hello?name=six", timeout=5)
     assert r.status_code == 200 and r.text == "Hello, six!"
     with RawConn("::1", s.port) as c:
-        c.send(request("GET", "/hello.txt", host=s.hostport))
+        c.send(request("GET", "/file.txt", host=s.hostport))
         assert c.read_response().body == HELLO_TXT
+
+
+# ---- regressions seen in a peer server (DESIGN.md section 5) -----------------
+
+
+@pytest.mark.parametrize("rng", ["bytes=5-", "bytes=0-", "bytes=-10", "bytes=300000-", "bytes=999999999-"])
+def test_range_requests_terminate(server, rng):
+    """Open-ended ranges once looped forever elsewhere.  Whether or not ranges
+    are supported, the answer is quick and self-consistent."""
+    data = (server.root / "big.bin").read_bytes()
+    with server.conn() as c:
+        c.send(request("GET", "/big.bin", headers=[("Range", rng)]) + request("GET", "/hello"))
+        r = c.read_response(timeout=5)
+        assert r.status in (200, 206, 416), r
+        if r.status == 200:
+            assert r.body == data
+        elif r.status == 206:
+            start = rng[len("bytes=") :].split("-")[0]
+            if start:
+                assert r.body == data[int(start) :]
+            else:
+                assert r.body == data[-10:]
+        assert c.read_response().body == b"Hello, World!"
+
+
+def test_last_modified_on_files(server):
+    r = get(server, "/big.bin")
+    assert r.status_code == 200
+    lm = r.headers.get("Last-Modified")
+    if lm is not None:
+        assert IMF_FIXDATE.match(lm), lm

@@ -6,6 +6,7 @@ import socket
 import threading
 import time
 
+import pytest
 import requests
 
 from rawhttp import parse_head
@@ -19,7 +20,9 @@ def raise_nofile(need):
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
-def test_1000_concurrent_connections(server):
+@pytest.mark.parametrize("accept", ["reuseport", "thread"])
+def test_1000_concurrent_connections(make_server, accept):
+    server = make_server(accept=accept)
     n = 1000
     assert raise_nofile(n + 200) >= n + 100, "cannot raise RLIMIT_NOFILE"
     deadline = time.monotonic() + 30
@@ -77,7 +80,7 @@ def test_threads_of_keep_alive_clients(server):
                     r = sess.post(server.url + "/echo", data=b"x%d" % i * 100, timeout=10)
                     if r.content != b"x%d" % i * 100:
                         errors.append((t, i, "echo", r.status_code))
-                    r = sess.get(server.url + "/hello.txt", timeout=10)
+                    r = sess.get(server.url + "/file.txt", timeout=10)
                     if r.status_code != 200:
                         errors.append((t, i, "file", r.status_code))
         except Exception as e:  # reported below with the thread number
@@ -104,3 +107,25 @@ def test_connection_churn(server):
         s.close()
     r = requests.get(server.url + "/hello", timeout=5)
     assert r.status_code == 200 and r.text == "Hello, World!"
+
+
+@pytest.mark.parametrize("threads", ["0", "1", "4"])
+def test_thread_counts(make_server, threads):
+    """Any worker count works, including one per CPU (0) on this machine."""
+    s = make_server(threads=threads)
+    socks = [socket.create_connection((s.host, s.port), timeout=5) for _ in range(200)]
+    try:
+        for i, c in enumerate(socks):
+            c.sendall(b"GET /hello?name=%d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % i)
+        for i, c in enumerate(socks):
+            data = b""
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                chunk = c.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            assert data.startswith(b"HTTP/1.1 200 ") and data.endswith(b"Hello, %d!" % i), data[:200]
+    finally:
+        for c in socks:
+            c.close()

@@ -27,7 +27,7 @@ def test_connection_close(server, value):
 
 
 def test_connection_close_on_file_and_404(server):
-    for path, status in (("/hello.txt", 200), ("/nothing-here", 404), ("/sub", 301)):
+    for path, status in (("/file.txt", 200), ("/nothing-here", 404), ("/sub", 301)):
         with server.conn() as c:
             c.send(request("GET", path, headers=[("Connection", "close")]))
             r = c.read_response()
@@ -65,7 +65,7 @@ def test_http10_keep_alive(server):
     "req",
     [
         b"GET /hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
-        b"GET /hello.txt HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+        b"GET /file.txt HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
         b"GET /big.bin HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
         b"GET /missing HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
         b"GET /echo HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",

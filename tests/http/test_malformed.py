@@ -89,7 +89,17 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("raw,expected", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+# Known server bugs (strict xfail: an XPASS fails, so remove the entry once fixed).
+KNOWN_BUGS = {}
+
+
+def case_params():
+    for name, raw, expected in CASES:
+        marks = [pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[name])] if name in KNOWN_BUGS else []
+        yield pytest.param(raw, expected, id=name, marks=marks)
+
+
+@pytest.mark.parametrize("raw,expected", list(case_params()))
 def test_malformed(server, raw, expected):
     expected = expected if isinstance(expected, set) else {expected}
     with server.conn() as c:

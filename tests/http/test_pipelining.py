@@ -48,7 +48,7 @@ def test_pipeline_split_at_every_offset(server):
 def test_pipeline_mixed_handlers(server):
     data = (
         request("POST", "/echo", body=b"first body")
-        + request("GET", "/hello.txt")
+        + request("GET", "/file.txt")
         + request("HEAD", "/hello")
         + request("GET", "/missing")
         + request("PUT", "/echo", body=b"x" * 5000)

@@ -43,10 +43,12 @@ def test_idle_keep_alive_closed(fast):
 
 
 def test_never_sent_anything_closed(fast):
+    # TCP_DEFER_ACCEPT may hold the connection in the kernel for about a
+    # second before the server sees it, hence the looser upper bound.
     with fast.conn() as c:
-        dt, data = time_until_closed(c, 3.5)
+        dt, data = time_until_closed(c, 4.5)
     assert data == b"" or data.startswith(b"HTTP/1.1 408 "), data
-    assert 0.9 <= dt <= 3.0, dt
+    assert 0.9 <= dt <= 4.0, dt
 
 
 def test_active_connection_survives(fast):

@@ -559,7 +559,7 @@ int config_check_unused(const struct config *cfg, char *err, size_t errlen)
     const struct config_node *n = first_unused(cfg->root);
     if (!n)
         return 0;
-    set_err(err, errlen, "%s:%d: unknown key '%s'", n->file, n->line, n->name);
+    set_err(err, errlen, "%s:%d: %s: unknown key", n->file, n->line, n->name);
     return -EINVAL;
 }
 

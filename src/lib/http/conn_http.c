@@ -331,8 +331,10 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
         return 204;
     }
     int r = decode_path(req);
-    if (r)
+    if (r) {
+        ctx->closing = true; /* a malformed request: never guess at the rest */
         return r;
+    }
     const struct route *route = trie_lookup(req->srv->routes, req->path.p, req->path.len, NULL);
     if (!route)
         return 404;
