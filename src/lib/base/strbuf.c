@@ -44,6 +44,8 @@ int strbuf_reserve(struct strbuf *sb, size_t n)
 
 int strbuf_append(struct strbuf *sb, const void *p, size_t len)
 {
+    if (!len)
+        return 0; /* p may be NULL then (an empty strbuf's buf) */
     int r = strbuf_reserve(sb, len);
     if (r < 0)
         return r;
