@@ -205,8 +205,10 @@ def idle(port, n, pids, seconds=60.0):
         for c in conns:
             c.close()
     print("connections=%d" % n)
-    print("rss_before=%d rss_after=%d" % (rss0, rss1))
-    print("private_dirty_before=%d private_dirty_after=%d" % (dirty0, dirty1))
+    print("rss_before=%d" % rss0)
+    print("rss_after=%d" % rss1)
+    print("private_dirty_before=%d" % dirty0)
+    print("private_dirty_after=%d" % dirty1)
     print("rss_per_conn=%.0f" % ((rss1 - rss0) / n))
     print("private_dirty_per_conn=%.0f" % ((dirty1 - dirty0) / n))
     print("still_alive=%d/%d" % (alive, len(sample)))

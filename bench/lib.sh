@@ -136,16 +136,22 @@ bench_start_nginx() {
     BENCH_PIDS+=("$NGINX_PID")
 }
 
-# bench_child PID -> the first child of PID (the traced server under strace,
-# nginx's first worker), waiting up to 5 s for it to appear.
+# bench_child PID EXE -> the child of PID running EXE (the traced server under
+# strace), waiting up to 5 s for it to appear. The executable is checked
+# because strace forks short-lived children of its own to probe ptrace.
 bench_child() {
-    local i c
+    local i c want
+    want=$(readlink -f "$(command -v "$2")")
     for ((i = 0; i < 50; i++)); do
-        c=$(cat /proc/"$1"/task/*/children 2>/dev/null | awk '{print $1; exit}')
-        [ -n "$c" ] && { echo "$c"; return 0; }
+        for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+            if [ "$(readlink "/proc/$c/exe" 2>/dev/null)" = "$want" ]; then
+                echo "$c"
+                return 0
+            fi
+        done
         sleep 0.1
     done
-    bench_die "pid $1 has no child process"
+    bench_die "pid $1 has no child running $want"
 }
 
 # bench_children PID -> all children of PID, one line

@@ -29,7 +29,11 @@ traced() {
         bench_start_nginx single "$port" strace -f -c -o "$out"
         tracer=$NGINX_PID log=$NGINX_LOG
     fi
-    pid=$(bench_child "$tracer")
+    if [ "$server" = colibri ]; then
+        pid=$(bench_child "$tracer" "$COLIBRI")
+    else
+        pid=$(bench_child "$tracer" "$NGINX")
+    fi
     BENCH_PIDS+=("$pid")
     $PY wait "$port" 20 "$pid" || { cat "$log" >&2; exit 1; }
     if [ "$n" -gt 0 ]; then
@@ -51,6 +55,10 @@ for server in colibri nginx; do
     traced "$server" "$N"
 done
 
+echo "Commands: strace -f -c -o FILE $COLIBRI -c colibri.conf (threads = 1);"
+echo "          strace -f -c -o FILE nginx -g 'daemon off; master_process off;' (worker_processes 1);"
+echo "          python3 bench/benchlib.py drive PORT $N   (and a run without it)"
+echo
 python3 - "$BENCH_DIR" "$BENCH_TMP" "$N" <<'EOF'
 import sys
 sys.path.insert(0, sys.argv[1])
@@ -83,7 +91,4 @@ print()
 print("SUMMARY: syscalls per request excluding waits: colibri %.2f, nginx %.2f (including waits: %.2f, %.2f)"
       % (work["colibri"], work["nginx"], tot["colibri"], tot["nginx"]))
 EOF
-echo "Commands: strace -f -c -o FILE $COLIBRI -c colibri.conf (threads = 1);"
-echo "          strace -f -c -o FILE nginx -g 'daemon off; master_process off;' (worker_processes 1);"
-echo "          python3 bench/benchlib.py drive PORT $N   (and a run without it)"
 [ "$problems" = 0 ] || exit 1

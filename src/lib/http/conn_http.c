@@ -89,12 +89,29 @@ static ssize_t normalize_path(char *p, size_t len)
     return (ssize_t)out;
 }
 
+/* Only '%' escapes, "." segments and repeated slashes need work. */
+static bool path_is_plain(struct view v)
+{
+    for (size_t i = 0; i < v.len; i++) {
+        char c = v.p[i];
+        if (c == '%' || (c == '/' && i + 1 < v.len && (v.p[i + 1] == '/' || v.p[i + 1] == '.')))
+            return false;
+    }
+    return v.len && v.p[0] == '/';
+}
+
 static int decode_path(struct colibri_request *req)
 {
     struct view raw = req->head->path;
     char *p = arena_alloc(&req->ctx->arena, raw.len + 1);
     if (!p)
         return 500;
+    if (path_is_plain(raw)) {
+        memcpy(p, raw.p, raw.len);
+        p[raw.len] = '\0';
+        req->path = (struct view){.p = p, .len = raw.len};
+        return 0;
+    }
     ssize_t n = http_percent_decode(p, raw.p, raw.len, false);
     if (n < 0 || n == 0 || p[0] != '/')
         return 400;
@@ -212,6 +229,15 @@ static void append_view(struct strbuf *sb, struct view v)
 }
 
 /* The head of a response, into ctx->out. content_length < 0: none. */
+static inline char *put(char *p, const void *src, size_t len)
+{
+    memcpy(p, src, len);
+    return p + len;
+}
+#define PUT_LIT(p, s) put(p, s, sizeof(s) - 1)
+
+/* The head of a response, into ctx->out: one reservation, then plain
+ * copies. content_length < 0: none. */
 static void write_head(struct colibri_request *req, struct colibri_response *resp, int status,
                        int64_t content_length, const char *mime)
 {
@@ -219,31 +245,42 @@ static void write_head(struct colibri_request *req, struct colibri_response *res
     struct strbuf *out = &ctx->out;
     struct worker *w = ctx->worker;
     const struct colibri_server *srv = req->srv;
-    char num[U64_STR_MAX];
+    struct view line = http_status_line(status);
+    size_t mime_len = mime ? strlen(mime) : 0;
 
-    if (w->stopping)
+    /* stop_requested, not stopping: a request can finish in the same
+     * epoll batch as the wake-up that will begin the stop */
+    if (w->stop_requested)
         ctx->closing = true;
-    append_view(out, http_status_line(status));
-    strbuf_append(out, w->date_hdr, w->date_hdr_len);
-    strbuf_append(out, srv->server_hdr, srv->server_hdr_len);
+    size_t max = line.len + w->date_hdr_len + srv->server_hdr_len + 14 + mime_len + 2 + 16 +
+                 U64_STR_MAX + 2 + 28 + 24 + ctx->hdrs.len + 2;
+    if (strbuf_reserve(out, max) < 0)
+        coro_abort(ctx->coro);
+    char *p = out->buf + out->len;
+    p = put(p, line.p, line.len);
+    p = put(p, w->date_hdr, w->date_hdr_len);
+    p = put(p, srv->server_hdr, srv->server_hdr_len);
     if (mime) {
-        strbuf_append(out, "Content-Type: ", 14);
-        strbuf_append_str(out, mime);
-        strbuf_append(out, "\r\n", 2);
+        p = PUT_LIT(p, "Content-Type: ");
+        p = put(p, mime, mime_len);
+        p = PUT_LIT(p, "\r\n");
     }
     if (content_length >= 0) {
-        strbuf_append(out, "Content-Length: ", 16);
-        strbuf_append(out, num, u64_to_str((uint64_t)content_length, num));
-        strbuf_append(out, "\r\n", 2);
+        p = PUT_LIT(p, "Content-Length: ");
+        p += u64_to_str((uint64_t)content_length, p);
+        p = PUT_LIT(p, "\r\n");
     } else if (resp && resp->chunked) {
-        strbuf_append(out, "Transfer-Encoding: chunked\r\n", 28);
+        p = PUT_LIT(p, "Transfer-Encoding: chunked\r\n");
     }
     if (ctx->closing)
-        strbuf_append(out, "Connection: close\r\n", 19);
+        p = PUT_LIT(p, "Connection: close\r\n");
     else if (req->head && req->head->version_minor == 0)
-        strbuf_append(out, "Connection: keep-alive\r\n", 24);
-    strbuf_append(out, ctx->hdrs.buf, ctx->hdrs.len);
-    strbuf_append(out, "\r\n", 2);
+        p = PUT_LIT(p, "Connection: keep-alive\r\n");
+    if (ctx->hdrs.len)
+        p = put(p, ctx->hdrs.buf, ctx->hdrs.len);
+    p = PUT_LIT(p, "\r\n");
+    out->len = (size_t)(p - out->buf);
+    *p = '\0';
 }
 
 static void write_response(struct colibri_request *req, struct colibri_response *resp, int status)

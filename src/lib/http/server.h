@@ -42,8 +42,8 @@ struct colibri_server {
     uint64_t max_body;
     char server_hdr[128]; /* "Server: colibri\r\n", or "" */
     size_t server_hdr_len;
-    bool accept_thread;  /* accept = thread: one acceptor deals fds to workers */
-    int acceptor_wake;   /* eventfd, acceptor mode only */
+    bool accept_thread; /* accept = thread: one acceptor deals fds to workers */
+    int acceptor_wake;  /* eventfd, acceptor mode only */
     int *acceptor_fds;
     volatile sig_atomic_t running;
     volatile sig_atomic_t stop_asap; /* shutdown asked for before the workers ran */

@@ -185,8 +185,13 @@ static void after_resume(struct worker *w, int fd, int r)
 
     if (r == CONN_WAIT_READ || r == CONN_WAIT_WRITE) {
         ctx->waiting = (uint8_t)r;
-        if (r == CONN_WAIT_WRITE || !(c->flags & CONN_IN_REQ_Q)) /* progress */
+        /* A request that has to wait joins the request-timeout queue the
+         * first time; writing moves it back (progress), reading does not
+         * (a client trickling bytes must still finish in time). */
+        if (r == CONN_WAIT_WRITE || !(c->flags & CONN_IN_REQ_Q)) {
+            tq_remove(&w->idle_q, (uint32_t)fd);
             tq_push(&w->req_q, (uint32_t)fd, w->now);
+        }
         if (!(c->flags & CONN_IN_EPOLL) && epoll_add(w, fd) < 0)
             conn_close(w, fd);
         return;
@@ -198,7 +203,8 @@ static void after_resume(struct worker *w, int fd, int r)
     /* finished with nothing buffered: idle, without stack or buffers */
     c->ctx = NULL;
     ctx_put(w, ctx);
-    tq_remove(&w->req_q, (uint32_t)fd);
+    if (c->flags & CONN_IN_REQ_Q)
+        tq_remove(&w->req_q, (uint32_t)fd);
     tq_push(&w->idle_q, (uint32_t)fd, w->now);
     if (!(c->flags & CONN_IN_EPOLL) && epoll_add(w, fd) < 0)
         conn_close(w, fd);
@@ -221,8 +227,8 @@ static void conn_start(struct worker *w, int fd)
     coro_reset(ctx->coro, w->cfg->conn_main, ctx);
     c->ctx = ctx;
     c->requests++;
-    tq_remove(&w->idle_q, (uint32_t)fd);
-    tq_push(&w->req_q, (uint32_t)fd, w->now);
+    /* the connection stays in the idle queue while its request runs
+     * without waiting: most finish before they could time out */
     after_resume(w, fd, coro_resume(ctx->coro));
 }
 

@@ -35,9 +35,9 @@
  *    block are resolved where the override is written (the context of the
  *    {{<parent}} tag), not at the parent's block.
  *
- * Partials. tpl_compile_file() loads {{>name}} from the file "name", else
- * "name.mustache", in the directory of the template; a name with a '/' or
- * that is "." or ".." is never loaded, so templates cannot reach outside
+ * Partials. tpl_compile_file() loads {{>name}} from the regular file "name",
+ * else "name.mustache", in the directory of the template; a name with a '/'
+ * or that is "." or ".." is never loaded, so templates cannot reach outside
  * that directory. tpl_compile() takes a loader instead.
  *
  * Errors. Every function that can fail writes "name:line:column: message"
@@ -165,8 +165,7 @@ struct tpl_desc {
 #define TPL_DESC(T, ...)                                                                           \
     {                                                                                              \
         .name = #T, .size = sizeof(T), .fields = (const struct tpl_field[]){__VA_ARGS__},          \
-        .n_fields =                                                                                \
-            sizeof((const struct tpl_field[]){__VA_ARGS__}) / sizeof(struct tpl_field),            \
+        .n_fields = sizeof((const struct tpl_field[]){__VA_ARGS__}) / sizeof(struct tpl_field),    \
     }
 
 /* ---- compiling -------------------------------------------------------- */

@@ -154,8 +154,7 @@ out_free_value:
     return r;
 }
 
-const struct tpl_value *tpl_object_get(const struct tpl_value *obj, const char *key,
-                                       size_t key_len)
+const struct tpl_value *tpl_object_get(const struct tpl_value *obj, const char *key, size_t key_len)
 {
     if (obj->kind != TPL_OBJECT)
         return NULL;

@@ -1,0 +1,56 @@
+# Static files: the MIME table (gen/mime_table.h, from /etc/mime.types of
+# the Debian package media-types, or a small built-in list without it) and
+# the compression libraries of serve_files.
+set(MIME_TYPES_FILE /etc/mime.types CACHE FILEPATH "mime.types to generate the MIME table from")
+set(MIME_OUT ${GEN_DIR}/mime_table.h)
+set(mime_deps ${CMAKE_SOURCE_DIR}/cmake/scripts/mime.cmake)
+if(EXISTS ${MIME_TYPES_FILE})
+  list(APPEND mime_deps ${MIME_TYPES_FILE})
+endif()
+add_custom_command(
+  OUTPUT ${MIME_OUT}
+  COMMAND ${CMAKE_COMMAND} -DIN=${MIME_TYPES_FILE} -DOUT=${MIME_OUT} -P ${CMAKE_SOURCE_DIR}/cmake/scripts/mime.cmake
+  DEPENDS ${mime_deps}
+  COMMENT "Generating mime_table.h")
+list(APPEND GEN_SOURCES ${MIME_OUT})
+
+# zlib is required (gzip and deflate); brotli and zstd are optional.
+find_package(ZLIB REQUIRED)
+list(APPEND COLIBRI_EXTRA_LIBS ZLIB::ZLIB)
+
+if(PkgConfig_FOUND)
+  pkg_check_modules(BROTLIENC IMPORTED_TARGET libbrotlienc)
+  pkg_check_modules(ZSTD IMPORTED_TARGET libzstd)
+endif()
+set(brotli_default OFF)
+set(zstd_default OFF)
+if(BROTLIENC_FOUND)
+  set(brotli_default ON)
+endif()
+if(ZSTD_FOUND)
+  set(zstd_default ON)
+endif()
+option(COLIBRI_WITH_BROTLI "serve_files: brotli compression (libbrotlienc)" ${brotli_default})
+option(COLIBRI_WITH_ZSTD "serve_files: zstd compression (libzstd)" ${zstd_default})
+if(COLIBRI_WITH_BROTLI)
+  if(NOT BROTLIENC_FOUND)
+    message(FATAL_ERROR "COLIBRI_WITH_BROTLI=ON but libbrotlienc was not found")
+  endif()
+  list(APPEND COLIBRI_EXTRA_LIBS PkgConfig::BROTLIENC)
+  add_compile_definitions(HAVE_BROTLI)
+endif()
+if(COLIBRI_WITH_ZSTD)
+  if(NOT ZSTD_FOUND)
+    message(FATAL_ERROR "COLIBRI_WITH_ZSTD=ON but libzstd was not found")
+  endif()
+  list(APPEND COLIBRI_EXTRA_LIBS PkgConfig::ZSTD)
+  add_compile_definitions(HAVE_ZSTD)
+endif()
+set(codings "gzip deflate")
+if(COLIBRI_WITH_BROTLI)
+  string(APPEND codings " br")
+endif()
+if(COLIBRI_WITH_ZSTD)
+  string(APPEND codings " zstd")
+endif()
+message(STATUS "colibri: serve_files compression = ${codings}")

@@ -1,0 +1,433 @@
+/* cache.c - sharded hash table of reference-counted entries with a TTL.
+ *
+ * Each shard has a reader-writer lock: hits take it shared, so workers
+ * asking for the same hot entry do not exclude each other; only inserting,
+ * replacing and pruning take it exclusively. The hot path only ever tries
+ * the locks; on failure it builds a private entry rather than wait. */
+#include "cache/cache.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/common.h"
+
+#define N_SHARDS         16
+#define INITIAL_BUCKETS  16
+#define DEFAULT_MAX      65536
+#define PRUNE_MIN_MS     20
+#define PRUNE_MAX_MS     1000
+#define CACHE_LINE_BYTES 64
+
+struct shard {
+    pthread_rwlock_t lock;
+    struct cache_entry **buckets;
+    uint32_t mask; /* buckets - 1 */
+    uint32_t n;
+} __attribute__((aligned(CACHE_LINE_BYTES)));
+
+struct cache {
+    struct shard shards[N_SHARDS];
+    const struct cache_ops *ops;
+    void *ctx;
+    uint64_t seed;
+    uint32_t ttl_ms;
+    uint32_t max_entries;
+    _Atomic uint32_t entries;
+    _Atomic uint64_t misses, privates, pruned;
+
+    /* the pruning thread */
+    bool has_thread;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    bool stop;             /* under mu */
+    _Atomic bool sleeping; /* the thread waits without a deadline (empty table) */
+    uint32_t prune_every_ms;
+};
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t now_ms(const struct cache *c)
+{
+    return c->ops->now_ms ? c->ops->now_ms(c->ctx) : mono_ms();
+}
+
+static uint64_t mix(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
+    return h;
+}
+
+/* Eight bytes at a time; keys are paths, a few dozen bytes. */
+static uint64_t hash_key(uint64_t seed, const char *p, size_t len)
+{
+    uint64_t h = seed ^ (len * 0x9e3779b97f4a7c15ull);
+    while (len >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = mix(h ^ w);
+        p += 8;
+        len -= 8;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p, len);
+    return mix(h ^ w ^ 0x5bd1e995);
+}
+
+static struct shard *shard_of(struct cache *c, uint64_t h)
+{
+    return &c->shards[h >> 60 & (N_SHARDS - 1)];
+}
+
+static struct cache_entry **slot_of(struct shard *s, uint64_t h, const char *key, size_t len)
+{
+    struct cache_entry **pp = &s->buckets[h & s->mask];
+    for (; *pp; pp = &(*pp)->next) {
+        struct cache_entry *e = *pp;
+        if (e->hash == h && e->key_len == len && !memcmp(e->key, key, len))
+            break;
+    }
+    return pp;
+}
+
+static void ref(struct cache_entry *e)
+{
+    atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
+}
+
+static void destroy(struct cache *c, struct cache_entry *e)
+{
+    free(e->key);
+    e->key = NULL;
+    c->ops->destroy(c->ctx, e);
+}
+
+void cache_put(struct cache *c, struct cache_entry *e)
+{
+    /* acq_rel rather than release + fence: same code on x86, and TSan
+     * understands it */
+    if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) == 1)
+        destroy(c, e);
+}
+
+/* Doubles the bucket array; on allocation failure the chains just get
+ * longer. Called with the shard locked exclusively. */
+static void grow(struct shard *s)
+{
+    uint32_t n = (s->mask + 1) * 2;
+    struct cache_entry **b = calloc(n, sizeof(*b));
+    if (!b)
+        return;
+    for (uint32_t i = 0; i <= s->mask; i++) {
+        struct cache_entry *e = s->buckets[i], *next;
+        for (; e; e = next) {
+            next = e->next;
+            e->next = b[e->hash & (n - 1)];
+            b[e->hash & (n - 1)] = e;
+        }
+    }
+    free(s->buckets);
+    s->buckets = b;
+    s->mask = n - 1;
+}
+
+static void wake_pruner(struct cache *c)
+{
+    if (!c->has_thread || !atomic_load(&c->sleeping))
+        return;
+    pthread_mutex_lock(&c->mu);
+    pthread_cond_signal(&c->cond);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static struct cache_entry *make_private(struct cache *c, struct cache_entry *e)
+{
+    atomic_fetch_add_explicit(&c->privates, 1, memory_order_relaxed);
+    free(e->key);
+    e->key = NULL;
+    return e;
+}
+
+/* Puts fresh (one reference: the caller's) into the table if the shard is
+ * free, replacing an expired entry. Returns the entry for the caller: fresh,
+ * or one somebody else inserted meanwhile. */
+static struct cache_entry *insert(struct cache *c, struct shard *s, struct cache_entry *fresh,
+                                  uint64_t now)
+{
+    struct cache_entry *old = NULL, *theirs = NULL;
+    char *key = malloc(fresh->key_len + 1);
+    if (key) {
+        memcpy(key, fresh->key, fresh->key_len);
+        key[fresh->key_len] = '\0';
+    }
+    fresh->key = key;
+    if (!key || pthread_rwlock_trywrlock(&s->lock))
+        return make_private(c, fresh);
+
+    struct cache_entry **pp = slot_of(s, fresh->hash, fresh->key, fresh->key_len);
+    if (*pp && now < (*pp)->expires_ms) {
+        theirs = *pp;
+        ref(theirs);
+    } else if (!*pp && atomic_load_explicit(&c->entries, memory_order_relaxed) >= c->max_entries) {
+        pthread_rwlock_unlock(&s->lock);
+        return make_private(c, fresh);
+    } else {
+        old = *pp;
+        fresh->next = old ? old->next : NULL;
+        *pp = fresh;
+        ref(fresh); /* the table's */
+        if (!old) {
+            /* seq_cst: pairs with the pruner's sleeping flag (wake_pruner) */
+            atomic_fetch_add(&c->entries, 1);
+            if (++s->n > s->mask + 1)
+                grow(s);
+        }
+    }
+    pthread_rwlock_unlock(&s->lock);
+
+    if (theirs) {
+        cache_put(c, fresh);
+        return theirs;
+    }
+    if (old)
+        cache_put(c, old);
+    else
+        wake_pruner(c);
+    return fresh;
+}
+
+struct cache_entry *cache_get(struct cache *c, const char *key, size_t key_len, int *err)
+{
+    uint64_t h = hash_key(c->seed, key, key_len);
+    struct shard *s = shard_of(c, h);
+    struct cache_entry *stale = NULL;
+    bool busy = true;
+    uint64_t now = now_ms(c);
+
+    if (c->ttl_ms && pthread_rwlock_tryrdlock(&s->lock) == 0) {
+        busy = false;
+        struct cache_entry *e = *slot_of(s, h, key, key_len);
+        if (e)
+            ref(e);
+        pthread_rwlock_unlock(&s->lock);
+        if (e && now < e->expires_ms)
+            return e;
+        stale = e;
+    }
+
+    atomic_fetch_add_explicit(&c->misses, 1, memory_order_relaxed);
+    int r = -ENOMEM;
+    struct cache_entry *fresh = c->ops->create(c->ctx, key, key_len, stale, &r);
+    if (stale)
+        cache_put(c, stale);
+    if (!fresh) {
+        *err = r < 0 ? r : -EIO;
+        return NULL;
+    }
+    fresh->next = NULL;
+    fresh->hash = h;
+    fresh->key = (char *)key; /* borrowed until insert() copies it */
+    fresh->key_len = key_len;
+    fresh->expires_ms = now + c->ttl_ms;
+    atomic_store_explicit(&fresh->refs, 1, memory_order_relaxed);
+    if (busy || !c->ttl_ms) {
+        fresh->key = NULL;
+        if (c->ttl_ms)
+            atomic_fetch_add_explicit(&c->privates, 1, memory_order_relaxed);
+        return fresh;
+    }
+    return insert(c, s, fresh, now);
+}
+
+size_t cache_prune(struct cache *c)
+{
+    size_t n = 0;
+    uint64_t now = now_ms(c);
+    for (unsigned i = 0; i < N_SHARDS; i++) {
+        struct shard *s = &c->shards[i];
+        struct cache_entry *dead = NULL;
+        pthread_rwlock_wrlock(&s->lock);
+        for (uint32_t b = 0; b <= s->mask; b++) {
+            struct cache_entry **pp = &s->buckets[b];
+            while (*pp) {
+                struct cache_entry *e = *pp;
+                if (now < e->expires_ms) {
+                    pp = &e->next;
+                    continue;
+                }
+                *pp = e->next;
+                e->next = dead;
+                dead = e;
+                s->n--;
+                n++;
+            }
+        }
+        pthread_rwlock_unlock(&s->lock);
+        /* destroying may be slow (munmap, close): not under the lock */
+        while (dead) {
+            struct cache_entry *next = dead->next;
+            atomic_fetch_sub_explicit(&c->entries, 1, memory_order_relaxed);
+            cache_put(c, dead);
+            dead = next;
+        }
+    }
+    atomic_fetch_add_explicit(&c->pruned, n, memory_order_relaxed);
+    return n;
+}
+
+void cache_get_stats(struct cache *c, struct cache_stats *out)
+{
+    *out = (struct cache_stats){
+        .misses = atomic_load(&c->misses),
+        .privates = atomic_load(&c->privates),
+        .pruned = atomic_load(&c->pruned),
+        .entries = atomic_load(&c->entries),
+    };
+}
+
+/* --- the pruning thread --------------------------------------------------- */
+
+static void lower_priority(void)
+{
+    struct sched_param sp = {0};
+    if (sched_setscheduler(0, SCHED_IDLE, &sp) < 0)
+        (void)setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
+}
+
+static void *pruner_main(void *arg)
+{
+    struct cache *c = arg;
+    lower_priority();
+    pthread_mutex_lock(&c->mu);
+    while (!c->stop) {
+        bool empty = atomic_load(&c->entries) == 0;
+        if (empty) {
+            atomic_store(&c->sleeping, true);
+            /* an insert between the check and the wait signals under mu */
+            if (atomic_load(&c->entries) == 0)
+                pthread_cond_wait(&c->cond, &c->mu);
+            atomic_store(&c->sleeping, false);
+        } else {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)c->prune_every_ms * 1000000;
+            ts.tv_sec += (time_t)(ns / 1000000000);
+            ts.tv_nsec = (long)(ns % 1000000000);
+            pthread_cond_timedwait(&c->cond, &c->mu, &ts);
+        }
+        if (c->stop)
+            break;
+        pthread_mutex_unlock(&c->mu);
+        cache_prune(c);
+        pthread_mutex_lock(&c->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+static int start_thread(struct cache *c)
+{
+    pthread_condattr_t ca;
+    int r = pthread_condattr_init(&ca);
+    if (r)
+        return -r;
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    r = pthread_cond_init(&c->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    if (r)
+        return -r;
+    pthread_mutex_init(&c->mu, NULL);
+
+    /* signals belong to the server's threads, not to this one */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    r = pthread_create(&c->thread, NULL, pruner_main, c);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (r) {
+        pthread_cond_destroy(&c->cond);
+        pthread_mutex_destroy(&c->mu);
+        return -r;
+    }
+    c->has_thread = true;
+    return 0;
+}
+
+struct cache *cache_new(const struct cache_ops *ops, void *ctx, const struct cache_params *p)
+{
+    struct cache *c = aligned_alloc(CACHE_LINE_BYTES, sizeof(*c));
+    if (!c)
+        return NULL;
+    memset(c, 0, sizeof(*c));
+    c->ops = ops;
+    c->ctx = ctx;
+    c->ttl_ms = p->ttl_ms;
+    c->max_entries = p->max_entries ? p->max_entries : DEFAULT_MAX;
+    c->prune_every_ms = MAX(PRUNE_MIN_MS, MIN(PRUNE_MAX_MS, c->ttl_ms / 2));
+    if (getrandom(&c->seed, sizeof(c->seed), GRND_NONBLOCK) != sizeof(c->seed))
+        c->seed = (uint64_t)(uintptr_t)c ^ mono_ms();
+
+    unsigned i;
+    for (i = 0; i < N_SHARDS; i++) {
+        struct shard *s = &c->shards[i];
+        s->buckets = calloc(INITIAL_BUCKETS, sizeof(*s->buckets));
+        if (!s->buckets)
+            goto out_free_shards;
+        s->mask = INITIAL_BUCKETS - 1;
+        pthread_rwlock_init(&s->lock, NULL);
+    }
+    if (c->ttl_ms && !p->no_thread && start_thread(c) < 0)
+        goto out_free_shards;
+    return c;
+
+out_free_shards:
+    while (i-- > 0) {
+        pthread_rwlock_destroy(&c->shards[i].lock);
+        free(c->shards[i].buckets);
+    }
+    free(c);
+    return NULL;
+}
+
+void cache_free(struct cache *c)
+{
+    if (!c)
+        return;
+    if (c->has_thread) {
+        pthread_mutex_lock(&c->mu);
+        c->stop = true;
+        pthread_cond_signal(&c->cond);
+        pthread_mutex_unlock(&c->mu);
+        pthread_join(c->thread, NULL);
+        pthread_cond_destroy(&c->cond);
+        pthread_mutex_destroy(&c->mu);
+    }
+    for (unsigned i = 0; i < N_SHARDS; i++) {
+        struct shard *s = &c->shards[i];
+        for (uint32_t b = 0; b <= s->mask; b++) {
+            struct cache_entry *e = s->buckets[b], *next;
+            for (; e; e = next) {
+                next = e->next;
+                cache_put(c, e);
+            }
+        }
+        pthread_rwlock_destroy(&s->lock);
+        free(s->buckets);
+    }
+    free(c);
+}
