@@ -847,6 +847,11 @@ static void unwind(struct tpl_scratch *s)
     }
 }
 
+static struct view template_name(const struct tpl *t)
+{
+    return (struct view){t->pool + t->regions[0].name.off, t->regions[0].name.len};
+}
+
 static int render(const struct tpl *t, struct tpl_frame root, struct strbuf *out,
                   struct tpl_scratch *scratch, char *err, size_t errlen)
 {
@@ -881,9 +886,7 @@ static int render(const struct tpl *t, struct tpl_frame root, struct strbuf *out
     }
 out_error:
     if (rc < 0 && errlen && !err[0])
-        tpl_error(err, errlen, rc,
-                  (struct view){t->pool + t->regions[0].name.off, t->regions[0].name.len},
-                  (struct tpl_pos){0, 0}, "%s", strerror(-rc));
+        tpl_error(err, errlen, rc, template_name(t), (struct tpl_pos){0, 0}, "%s", strerror(-rc));
     if (!scratch)
         tpl_scratch_free(s);
     return rc;
@@ -893,8 +896,8 @@ int tpl_render(const struct tpl *t, const void *data, struct strbuf *out,
                struct tpl_scratch *scratch, char *err, size_t errlen)
 {
     if (!t->root || !data)
-        return tpl_error(err, errlen, -EINVAL, (struct view){"tpl", 3}, (struct tpl_pos){0, 0},
-                         "tpl_render() needs a template compiled with a struct and its data");
+        return tpl_error(err, errlen, -EINVAL, template_name(t), (struct tpl_pos){0, 0},
+                         "tpl_render() needs a template compiled with a struct, and data");
     return render(t, (struct tpl_frame){.ptr = data, .desc = t->root}, out, scratch, err, errlen);
 }
 
@@ -902,9 +905,8 @@ int tpl_render_value(const struct tpl *t, const struct tpl_value *data, struct s
                      struct tpl_scratch *scratch, char *err, size_t errlen)
 {
     if (t->root || !data)
-        return tpl_error(
-            err, errlen, -EINVAL, (struct view){"tpl", 3}, (struct tpl_pos){0, 0},
-            "tpl_render_value() needs a template compiled without a struct and a value");
+        return tpl_error(err, errlen, -EINVAL, template_name(t), (struct tpl_pos){0, 0},
+                         "tpl_render_value() needs a template compiled without a struct, and data");
     return render(t, (struct tpl_frame){.ptr = data}, out, scratch, err, errlen);
 }
 

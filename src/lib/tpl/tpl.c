@@ -128,7 +128,9 @@ int tpl_verror(char *err, size_t errlen, int rc, struct view name, struct tpl_po
 {
     if (!errlen)
         return rc;
-    int n = snprintf(err, errlen, "%.*s:%u:%u: ", (int)name.len, name.p, pos.line, pos.col);
+    int n = pos.line
+                ? snprintf(err, errlen, "%.*s:%u:%u: ", (int)name.len, name.p, pos.line, pos.col)
+                : snprintf(err, errlen, "%.*s: ", (int)name.len, name.p);
     if (n >= 0 && (size_t)n < errlen)
         vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
     return rc;

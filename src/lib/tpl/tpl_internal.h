@@ -166,7 +166,8 @@ struct tpl_env {
 struct tpl *tpl_compile_env(struct view name, struct view src, const struct tpl_env *env, char *err,
                             size_t errlen);
 
-/* "name:line:col: " + message into err; return rc. */
+/* "name:line:col: " (or "name: " when pos.line is 0) + message into err;
+ * return rc. */
 int tpl_error(char *err, size_t errlen, int rc, struct view name, struct tpl_pos pos,
               const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 int tpl_verror(char *err, size_t errlen, int rc, struct view name, struct tpl_pos pos,
