@@ -75,6 +75,7 @@ void colibri_server_free(struct colibri_server *srv)
         free(r);
     }
     trie_free(srv->routes);
+    tpl_free(srv->error_tpl);
     free(srv->handlers);
     free(srv->listeners);
     config_free(srv->cfg);
@@ -305,6 +306,14 @@ static int load_config(struct colibri_server *srv, struct config *cfg, char *err
                                                      "Server: %s\r\n", n->value)
                                   : 0;
     }
+    if ((n = config_take(root, "error_template"))) {
+        char why[512];
+        struct tpl *t = tpl_compile_file(n->value, &http_error_desc, why, sizeof(why));
+        if (!t)
+            return config_error(n, err, errlen, "%s", why);
+        tpl_free(srv->error_tpl);
+        srv->error_tpl = t;
+    }
     if ((n = config_take(root, "accept"))) {
         if (!strcmp(n->value, "thread"))
             srv->accept_thread = true;
@@ -411,7 +420,11 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
     /* untouched pages of the table cost no memory */
     srv->conns = calloc(srv->max_fds, sizeof(struct conn));
     srv->workers = calloc(n, sizeof(struct worker));
-    if (!srv->conns || !srv->workers) {
+    srv->scratch = calloc(n, sizeof(*srv->scratch));
+    for (unsigned i = 0; srv->scratch && i < n; i++)
+        if (!(srv->scratch[i] = tpl_scratch_new()))
+            srv->workers = (free(srv->workers), NULL);
+    if (!srv->conns || !srv->workers || !srv->scratch) {
         r = fail(err, errlen, -ENOMEM, "out of memory for %u connections", srv->max_fds);
         goto out_free;
     }
@@ -503,6 +516,10 @@ out_free:
     if (srv->acceptor_wake >= 0)
         close(srv->acceptor_wake);
     srv->acceptor_wake = -1;
+    for (unsigned i = 0; srv->scratch && i < n; i++)
+        tpl_scratch_free(srv->scratch[i]);
+    free(srv->scratch);
+    srv->scratch = NULL;
     free(srv->workers);
     srv->workers = NULL;
     free(srv->conns);

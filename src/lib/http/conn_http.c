@@ -283,6 +283,34 @@ static void write_head(struct colibri_request *req, struct colibri_response *res
     *p = '\0';
 }
 
+const struct tpl_desc http_error_desc =
+    TPL_DESC(struct http_error_data, TPL_FIELD(struct http_error_data, status),
+             TPL_FIELD(struct http_error_data, reason), TPL_FIELD(struct http_error_data, method),
+             TPL_FIELD(struct http_error_data, path));
+
+/* The configured error template, rendered into ctx->body, or the built-in
+ * page when there is none or it fails. */
+static struct view error_page(struct colibri_request *req, int status)
+{
+    const struct colibri_server *srv = req->srv;
+    struct conn_ctx *ctx = req->ctx;
+    if (!srv->error_tpl)
+        return http_error_page(status);
+    struct http_error_data d = {
+        .status = status,
+        .reason = http_status_reason(status).p,
+        .method = req->head->method_str,
+        .path = req->path,
+    };
+    strbuf_reset(&ctx->body);
+    if (tpl_render(srv->error_tpl, &d, &ctx->body, srv->scratch[ctx->worker->idx], NULL, 0) < 0 ||
+        !ctx->body.len) {
+        strbuf_reset(&ctx->body);
+        return http_error_page(status);
+    }
+    return (struct view){.p = ctx->body.buf, .len = ctx->body.len};
+}
+
 static void write_response(struct colibri_request *req, struct colibri_response *resp, int status)
 {
     struct conn_ctx *ctx = req->ctx;
@@ -293,7 +321,7 @@ static void write_response(struct colibri_request *req, struct colibri_response 
     if (status < 100 || status > 599)
         status = 500;
     if (status >= 400 && !body->len) {
-        page = http_error_page(status);
+        page = error_page(req, status);
         mime = "text/html; charset=utf-8";
     }
     const char *data = page.p ? page.p : body->buf;

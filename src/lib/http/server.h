@@ -11,6 +11,7 @@
 #include "http/parser.h"
 #include "route/trie.h"
 #include "rt/worker.h"
+#include "tpl/tpl.h"
 
 struct route {
     const struct colibri_handler *handler;
@@ -45,6 +46,8 @@ struct colibri_server {
     bool accept_thread; /* accept = thread: one acceptor deals fds to workers */
     int acceptor_wake;  /* eventfd, acceptor mode only */
     int *acceptor_fds;
+    struct tpl *error_tpl;        /* error_template, or NULL for the built-in pages */
+    struct tpl_scratch **scratch; /* one per worker, for rendering */
     volatile sig_atomic_t running;
     volatile sig_atomic_t stop_asap; /* shutdown asked for before the workers ran */
 };
@@ -63,6 +66,15 @@ struct view http_status_line(int status);
 struct view http_status_reason(int status);
 /* A small HTML page for an error status. */
 struct view http_error_page(int status);
+
+/* What an error_template sees: {{status}}, {{reason}}, {{method}}, {{path}}. */
+struct http_error_data {
+    int status;
+    const char *reason;
+    struct view method;
+    struct view path;
+};
+extern const struct tpl_desc http_error_desc;
 
 /* Adds a route to a handler the caller owns (server.c). */
 int server_add_route(struct colibri_server *srv, const char *prefix,
