@@ -90,7 +90,8 @@ bench_setup() {
 # bench_colibri_conf THREADS PORT -> path of the filled config
 bench_colibri_conf() {
     local f=$BENCH_TMP/colibri-$2.conf
-    $PY render "$BENCH_DIR/colibri.conf.in" "$f" THREADS="$1" PORT="$2" ROOT="$BENCH_ROOT"
+    $PY render "$BENCH_DIR/colibri.conf.in" "$f" THREADS="$1" PORT="$2" ROOT="$BENCH_ROOT" \
+        ACCEPT="${ACCEPT:-reuseport}"
     echo "$f"
 }
 
