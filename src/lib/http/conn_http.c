@@ -311,6 +311,17 @@ static struct view error_page(struct colibri_request *req, int status)
     return (struct view){.p = ctx->body.buf, .len = ctx->body.len};
 }
 
+/* Sends what waits in ctx->out followed by len bytes at p, in one writev. */
+static void send_out_and(struct conn_ctx *ctx, const void *p, size_t len)
+{
+    struct iovec iov[2] = {
+        {.iov_base = ctx->out.buf, .iov_len = ctx->out.len},
+        {.iov_base = (void *)p, .iov_len = len},
+    };
+    conn_writev(ctx, iov, 2);
+    strbuf_reset(&ctx->out);
+}
+
 static void write_response(struct colibri_request *req, struct colibri_response *resp, int status)
 {
     struct conn_ctx *ctx = req->ctx;
@@ -337,12 +348,7 @@ static void write_response(struct colibri_request *req, struct colibri_response 
         strbuf_append(&ctx->out, data, len);
         return;
     }
-    struct iovec iov[2] = {
-        {.iov_base = ctx->out.buf, .iov_len = ctx->out.len},
-        {.iov_base = (void *)data, .iov_len = len},
-    };
-    conn_writev(ctx, iov, 2);
-    strbuf_reset(&ctx->out);
+    send_out_and(ctx, data, len);
 }
 
 /* An error before (or instead of) a request: answer and close. */
@@ -798,12 +804,7 @@ int colibri_resp_send_static(struct colibri_response *resp, int status, const ch
     resp->sent = true;
     if (resp->head_only || !len)
         return status;
-    struct iovec iov[2] = {
-        {.iov_base = ctx->out.buf, .iov_len = ctx->out.len},
-        {.iov_base = (void *)p, .iov_len = len},
-    };
-    conn_writev(ctx, iov, 2);
-    strbuf_reset(&ctx->out);
+    send_out_and(ctx, p, len);
     return status;
 }
 

@@ -31,8 +31,8 @@ struct conn {
     uint32_t prev, next;  /* timeout queue links: fds, TQ_NIL for none */
     uint32_t deadline;    /* worker clock, seconds */
     uint16_t flags;
-    uint16_t worker; /* index of the owning worker */
-    uint64_t requests;
+    uint16_t worker;      /* index of the owning worker */
+    uint64_t activations; /* times bytes woke it from idle (statistics) */
 };
 static_assert(sizeof(struct conn) == 32, "two connection entries per cache line");
 

@@ -226,7 +226,7 @@ static void conn_start(struct worker *w, int fd)
     ctx->waiting = 0;
     coro_reset(ctx->coro, w->cfg->conn_main, ctx);
     c->ctx = ctx;
-    c->requests++;
+    c->activations++;
     /* the connection stays in the idle queue while its request runs
      * without waiting: most finish before they could time out */
     after_resume(w, fd, coro_resume(ctx->coro));
@@ -518,6 +518,16 @@ static void wait_for(struct conn_ctx *ctx, int what)
     ctx->waiting = 0;
 }
 
+/* After a failed call: wait for readiness on EAGAIN, retry at once on EINTR,
+ * give up on the connection for anything else. */
+static void retry_or_abort(struct conn_ctx *ctx, int wait)
+{
+    if (errno == EAGAIN)
+        wait_for(ctx, wait);
+    else if (errno != EINTR)
+        coro_abort(ctx->coro);
+}
+
 ssize_t conn_read(struct conn_ctx *ctx, bool may_idle)
 {
     for (;;) {
@@ -548,13 +558,8 @@ void conn_writev(struct conn_ctx *ctx, struct iovec *iov, int iovcnt)
     while (iovcnt > 0) {
         ssize_t n = writev(ctx->fd, iov, iovcnt);
         if (n < 0) {
-            if (errno == EAGAIN) {
-                wait_for(ctx, CONN_WAIT_WRITE);
-                continue;
-            }
-            if (errno == EINTR)
-                continue;
-            coro_abort(ctx->coro);
+            retry_or_abort(ctx, CONN_WAIT_WRITE);
+            continue;
         }
         while (iovcnt > 0 && (size_t)n >= iov->iov_len) {
             n -= (ssize_t)iov->iov_len;
@@ -580,13 +585,8 @@ void conn_write_more(struct conn_ctx *ctx, const void *p, size_t len)
     while (len > 0) {
         ssize_t n = send(ctx->fd, c, len, MSG_MORE | MSG_NOSIGNAL);
         if (n < 0) {
-            if (errno == EAGAIN) {
-                wait_for(ctx, CONN_WAIT_WRITE);
-                continue;
-            }
-            if (errno == EINTR)
-                continue;
-            coro_abort(ctx->coro);
+            retry_or_abort(ctx, CONN_WAIT_WRITE);
+            continue;
         }
         c += n;
         len -= (size_t)n;
@@ -606,13 +606,8 @@ void conn_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len)
     while (len > 0) {
         ssize_t n = sendfile(ctx->fd, file_fd, &offset, len);
         if (n < 0) {
-            if (errno == EAGAIN) {
-                wait_for(ctx, CONN_WAIT_WRITE);
-                continue;
-            }
-            if (errno == EINTR)
-                continue;
-            coro_abort(ctx->coro);
+            retry_or_abort(ctx, CONN_WAIT_WRITE);
+            continue;
         }
         if (n == 0)
             coro_abort(ctx->coro); /* the file shrank under us */
