@@ -115,6 +115,8 @@ static int fail(const struct render *r, int rc, const char *fmt, ...)
  * reserves its output up front and terminates the buffer when it ends. */
 static inline int put(struct strbuf *out, const char *p, size_t n)
 {
+    if (!n)
+        return 0; /* p may be NULL: an empty view */
     if (unlikely(out->cap - out->len < n))
         return strbuf_append(out, p, n);
     memcpy(out->buf + out->len, p, n);
