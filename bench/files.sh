@@ -7,16 +7,27 @@
 # on one connection; a run with only the warm-up is subtracted, so start-up,
 # the miss and shutdown cancel out. Waits (epoll_wait) and the futex calls of
 # idle threads are shown but left out of the headline, as in syscalls.sh.
-# Part 2: bench/run.sh --files (wrk -t1 -c64, alternating rounds, medians).
+# Part 2: colibri (threads = 2) and nginx (2 workers, sendfile on) side by
+# side; `wrk -t1 -c64` on /4k.bin and /1m.bin in alternating rounds; the
+# medians of req/s and of each server's CPU time per request (all threads,
+# user + system, from /proc): on 2 cores wrk needs one of them and can cap
+# req/s, the CPU per request still shows which server does less work.
+#
+# Part 3 (THRESHOLD=1 only): the small-file threshold. Two colibri servers
+# (threads = 1), one keeping files of up to 4M in memory (header + bytes in
+# one writev), one sending every file from its fd (small_file_max = 1: header
+# + sendfile, or pread + write below 16 KiB); their CPU per request for files
+# of 8 to 128 KiB, alternating wrk -t1 -c64 rounds.
 #
 # Environment: N (default 2000), NBIG (default 300), BUILD or COLIBRI as for
-# run.sh, ROUNDS, QUICK=1 (2 s wrk rounds), NO_WRK=1 (part 1 only), KEEP_TMP=1.
+# run.sh, ROUNDS (default 5), DURATION (default 5s), THREADS (2), WORKERS (2),
+# NO_WRK=1 (part 1 only), THRESHOLD=1 (part 3 too), KEEP_TMP=1.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 N=${N:-2000}
 NBIG=${NBIG:-300}
-bench_need strace wrk "$NGINX" python3
+bench_need strace wrk "$NGINX" python3 getconf
 bench_setup
 
 # drive PORT PATH COUNT: COUNT+1 keep-alive GETs (the first is the warm-up),
@@ -123,9 +134,103 @@ print()
 print("SYSCALLS: " + "; ".join(summary))
 EOF
 
-if [ -z "${NO_WRK:-}" ]; then
-    echo
-    args=(--files)
-    [ -n "${QUICK:-}" ] && args+=(--quick)
-    bash "$BENCH_DIR/run.sh" "${args[@]}"
-fi
+[ -n "${NO_WRK:-}" ] && exit 0
+
+ROUNDS=${ROUNDS:-5}
+DURATION=${DURATION:-5s}
+THREADS=${THREADS:-2}
+WORKERS=${WORKERS:-2}
+read -r cport nport <<<"$($PY ports 2)"
+bench_start_colibri "$THREADS" "$cport"
+bench_start_nginx "$WORKERS" "$nport"
+$PY wait "$cport" 10 "$COLIBRI_PID" || { cat "$COLIBRI_LOG" >&2; exit 1; }
+$PY wait "$nport" 10 "$NGINX_PID" || { cat "$NGINX_LOG" >&2; exit 1; }
+
+# clock ticks (user + system) of every thread of PID and of its children
+ticks() {
+    local t=0 p f task
+    for p in "$1" $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+        for task in /proc/"$p"/task/*; do
+            read -r -a f <"$task/stat" || continue
+            t=$((t + f[13] + f[14]))
+        done
+    done
+    echo "$t"
+}
+
+# one_round PID PORT PATH -> "req/s µs-per-request"
+one_round() {
+    local t0 t1 out
+    t0=$(ticks "$1")
+    out=$(timeout 120 wrk -t1 -c64 -d"$DURATION" "http://127.0.0.1:$2$3") || bench_die "wrk failed on $3"
+    t1=$(ticks "$1")
+    if echo "$out" | grep -qE "Socket errors|Non-2xx"; then
+        echo "  WARNING: $(echo "$out" | grep -E "Socket errors|Non-2xx" | tr -s ' ')" >&2
+    fi
+    echo "$out" | awk -v t="$((t1 - t0))" -v hz="$(getconf CLK_TCK)" '
+        /requests in/ { n = $1 } /^Requests\/sec:/ { r = $2 }
+        END { printf "%.0f %.2f\n", r, t / hz * 1e6 / n }'
+}
+
+echo
+echo "req/s and server CPU per request, wrk -t1 -c64 -d$DURATION, medians of $ROUNDS alternating rounds"
+echo "(colibri threads = $THREADS, nginx worker_processes $WORKERS, sendfile on):"
+echo
+echo "| file | colibri req/s | nginx req/s | ratio | colibri CPU µs/req | nginx CPU µs/req |"
+echo "|---|---:|---:|---:|---:|---:|"
+summary=()
+for path in /4k.bin /1m.bin; do
+    cr=() nr=() cc=() nc=()
+    for ((r = 1; r <= ROUNDS; r++)); do
+        read -r rps us <<<"$(one_round "$COLIBRI_PID" "$cport" "$path")"
+        cr+=("$rps") cc+=("$us")
+        read -r rps us <<<"$(one_round "$NGINX_PID" "$nport" "$path")"
+        nr+=("$rps") nc+=("$us")
+    done
+    bench_alive "$COLIBRI_PID" || bench_die "colibri died"
+    bench_alive "$NGINX_PID" || bench_die "nginx died"
+    c=$($PY median "${cr[@]}") n=$($PY median "${nr[@]}")
+    ratio=$(awk -v a="$c" -v b="$n" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
+    echo "| $path | $c | $n | $ratio | $($PY median "${cc[@]}") | $($PY median "${nc[@]}") |"
+    echo "    rounds: colibri ${cr[*]} | nginx ${nr[*]}" >&2
+    summary+=("$path ${ratio}x")
+done
+echo
+echo "SUMMARY: colibri/nginx req/s: ${summary[*]}"
+[ -n "${THRESHOLD:-}" ] || exit 0
+
+bench_stop "$COLIBRI_PID" 10
+bench_stop "$NGINX_PID" 10
+declare -A tport tpid
+for kind in memory fd; do
+    tport[$kind]=$($PY ports 1)
+    max=4M
+    [ $kind = fd ] && max=1
+    conf=$BENCH_TMP/threshold-$kind.conf
+    printf '%s\n' "listener 127.0.0.1:${tport[$kind]}" "threads = 1" "keep_alive_timeout = 120s" \
+        "site {" "    handler /hello hello_world" "    serve_files / {" "        path = $BENCH_ROOT" \
+        "        small_file_max = $max" "        cache_for = 1h" "    }" "}" >"$conf"
+    "$COLIBRI" -c "$conf" >"$BENCH_TMP/threshold-$kind.log" 2>&1 &
+    tpid[$kind]=$!
+    BENCH_PIDS+=("${tpid[$kind]}")
+    $PY wait "${tport[$kind]}" 10 "${tpid[$kind]}" || bench_die "threshold server did not start"
+done
+echo
+echo "Small-file threshold: server CPU µs per request (threads = 1, wrk -t1 -c64 -d$DURATION,"
+echo "medians of $ROUNDS alternating rounds):"
+echo
+echo "| size | in memory, one writev | from the fd | memory / fd |"
+echo "|---:|---:|---:|---:|"
+for kib in 8 16 32 64 128; do
+    head -c $((kib * 1024)) /dev/urandom >"$BENCH_ROOT/t$kib.bin"
+    chmod 644 "$BENCH_ROOT/t$kib.bin"
+    m=() f=()
+    for ((r = 1; r <= ROUNDS; r++)); do
+        read -r _ us <<<"$(one_round "${tpid[memory]}" "${tport[memory]}" "/t$kib.bin")"
+        m+=("$us")
+        read -r _ us <<<"$(one_round "${tpid[fd]}" "${tport[fd]}" "/t$kib.bin")"
+        f+=("$us")
+    done
+    mm=$($PY median "${m[@]}") fm=$($PY median "${f[@]}")
+    echo "| $kib KiB | $mm | $fm | $(awk -v a="$mm" -v b="$fm" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }') |"
+done

@@ -116,6 +116,17 @@ def test_large_file_through_fd_path(make_server, froot):
     assert r.status == 206 and r.body == (froot / "notes.txt").read_bytes()[10:20]
 
 
+def test_memory_budget(make_server, froot):
+    # nothing may stay in memory: small files go out from their fds, uncompressed
+    s = make_server(site=files_site(froot, cache_memory="0"))
+    for name in ("notes.txt", "img.png", "sub/a.txt", "empty.txt"):
+        r = fetch(s, "/" + name, [("Accept-Encoding", "gzip")])
+        assert r.status == 200 and r.body == (froot / name).read_bytes(), name
+        assert r.header("Content-Encoding") is None
+    r = fetch(s, "/notes.txt", [("Range", "bytes=1-3")])
+    assert r.status == 206 and r.body == (froot / "notes.txt").read_bytes()[1:4]
+
+
 # ---- conditional requests ---------------------------------------------------------
 
 
@@ -456,7 +467,7 @@ def test_changed_file_served_fresh_after_cache_for(make_server, tmp_path, name, 
     p.write_bytes(new)
     t0 = time.monotonic()
     r = fetch(s, "/" + name)
-    if size < 16 * 1024:
+    if size < 32 * 1024:
         # until cache_for: the old version whole (a snapshot), or the new one
         assert r.body in (old, new)
     # a large file is sent from its open fd: rewritten in place, it may show
@@ -465,7 +476,7 @@ def test_changed_file_served_fresh_after_cache_for(make_server, tmp_path, name, 
     assert int(r.header("Content-Length")) == len(r.body)
     r = wait_for_body(s, "/" + name, new, timeout=4)
     assert r.body == new
-    assert time.monotonic() - t0 < 2.5
+    assert time.monotonic() - t0 < 3.0  # cache_for (1 s) plus slack for a loaded machine
     newer = text(size - 10, 3)
     tmp = root / (name + ".tmp")
     tmp.write_bytes(newer)

@@ -89,7 +89,8 @@ static struct item *get(struct cache *c, const char *key)
 TEST(hit_after_miss)
 {
     struct env env = {.clock = 1000};
-    struct cache *c = cache_new(&fake_ops, &env, &(struct cache_params){.ttl_ms = 100});
+    struct cache *c =
+        cache_new(&fake_ops, &env, &(struct cache_params){.ttl_ms = 100, .no_thread = true});
     CHECK(c != NULL);
     struct item *a = get(c, "a/b.txt");
     CHECK(a != NULL);
@@ -115,7 +116,8 @@ TEST(hit_after_miss)
 TEST(expiry_rebuilds_with_stale)
 {
     struct env env = {.clock = 1000};
-    struct cache *c = cache_new(&fake_ops, &env, &(struct cache_params){.ttl_ms = 100});
+    struct cache *c =
+        cache_new(&fake_ops, &env, &(struct cache_params){.ttl_ms = 100, .no_thread = true});
     struct item *a = get(c, "k");
     CHECK_EQ_INT(a->generation, 0);
     env.clock = 1099;
@@ -172,7 +174,8 @@ TEST(prune_removes_only_expired)
 TEST(ttl_zero_gives_private_entries)
 {
     struct env env = {.clock = 0};
-    struct cache *c = cache_new(&fake_ops, &env, &(struct cache_params){.ttl_ms = 0});
+    struct cache *c =
+        cache_new(&fake_ops, &env, &(struct cache_params){.ttl_ms = 0, .no_thread = true});
     struct item *a = get(c, "x"), *b = get(c, "x");
     CHECK(a && b && a != b);
     cache_put(c, &a->base);
@@ -186,7 +189,8 @@ TEST(max_entries_overflow_is_private)
 {
     struct env env = {.clock = 0};
     struct cache *c =
-        cache_new(&fake_ops, &env, &(struct cache_params){.ttl_ms = 1000, .max_entries = 2});
+        cache_new(&fake_ops, &env,
+                  &(struct cache_params){.ttl_ms = 1000, .max_entries = 2, .no_thread = true});
     cache_put(c, &get(c, "a")->base);
     cache_put(c, &get(c, "b")->base);
     struct item *x = get(c, "c");
@@ -203,7 +207,8 @@ TEST(max_entries_overflow_is_private)
 TEST(create_error_reaches_caller)
 {
     struct env env = {.clock = 0};
-    struct cache *c = cache_new(&fake_ops, &env, &(struct cache_params){.ttl_ms = 1000});
+    struct cache *c =
+        cache_new(&fake_ops, &env, &(struct cache_params){.ttl_ms = 1000, .no_thread = true});
     int err = 0;
     CHECK(cache_get(c, "fail", 4, &err) == NULL);
     CHECK_EQ_INT(err, -ENOENT);
@@ -222,7 +227,8 @@ TEST(create_error_reaches_caller)
 TEST(keys_with_any_bytes)
 {
     struct env env = {.clock = 0};
-    struct cache *c = cache_new(&fake_ops, &env, &(struct cache_params){.ttl_ms = 1000});
+    struct cache *c =
+        cache_new(&fake_ops, &env, &(struct cache_params){.ttl_ms = 1000, .no_thread = true});
     int err;
     /* same prefix, lengths around the 8-byte hashing step, embedded NULs */
     const char k1[] = "abcdefgh", k2[] = "abcdefgh\0", k3[] = "abcdefg";
@@ -241,7 +247,8 @@ TEST(keys_with_any_bytes)
 TEST(many_keys_grow_table)
 {
     struct env env = {.clock = 0};
-    struct cache *c = cache_new(&fake_ops, &env, &(struct cache_params){.ttl_ms = 1000});
+    struct cache *c =
+        cache_new(&fake_ops, &env, &(struct cache_params){.ttl_ms = 1000, .no_thread = true});
     char key[32];
     struct item *first[2000];
     for (int i = 0; i < 2000; i++) {

@@ -254,40 +254,70 @@ struct cache_entry *cache_get(struct cache *c, const char *key, size_t key_len, 
     return insert(c, s, fresh, now);
 }
 
-size_t cache_prune(struct cache *c)
+static bool any_expired(const struct shard *s, uint64_t now)
 {
+    for (uint32_t b = 0; b <= s->mask; b++)
+        for (const struct cache_entry *e = s->buckets[b]; e; e = e->next)
+            if (now >= e->expires_ms)
+                return true;
+    return false;
+}
+
+/* Removes the expired entries of one shard. The pruning thread passes
+ * wait = false and only ever tries the locks: a writer that waits would be
+ * handed the lock while it sleeps at idle priority, and every reader of
+ * the shard would fail its try-lock until the scheduler ran it again. A
+ * first look under the shared lock keeps the exclusive one for shards that
+ * have something to remove. */
+static size_t prune_shard(struct cache *c, struct shard *s, uint64_t now, bool wait)
+{
+    if (wait ? pthread_rwlock_rdlock(&s->lock) : pthread_rwlock_tryrdlock(&s->lock))
+        return 0;
+    bool any = any_expired(s, now);
+    pthread_rwlock_unlock(&s->lock);
+    if (!any || (wait ? pthread_rwlock_wrlock(&s->lock) : pthread_rwlock_trywrlock(&s->lock)))
+        return 0;
+    struct cache_entry *dead = NULL;
     size_t n = 0;
-    uint64_t now = now_ms(c);
-    for (unsigned i = 0; i < N_SHARDS; i++) {
-        struct shard *s = &c->shards[i];
-        struct cache_entry *dead = NULL;
-        pthread_rwlock_wrlock(&s->lock);
-        for (uint32_t b = 0; b <= s->mask; b++) {
-            struct cache_entry **pp = &s->buckets[b];
-            while (*pp) {
-                struct cache_entry *e = *pp;
-                if (now < e->expires_ms) {
-                    pp = &e->next;
-                    continue;
-                }
-                *pp = e->next;
-                e->next = dead;
-                dead = e;
-                s->n--;
-                n++;
+    for (uint32_t b = 0; b <= s->mask; b++) {
+        struct cache_entry **pp = &s->buckets[b];
+        while (*pp) {
+            struct cache_entry *e = *pp;
+            if (now < e->expires_ms) {
+                pp = &e->next;
+                continue;
             }
+            *pp = e->next;
+            e->next = dead;
+            dead = e;
+            s->n--;
+            n++;
         }
-        pthread_rwlock_unlock(&s->lock);
-        /* destroying may be slow (munmap, close): not under the lock */
-        while (dead) {
-            struct cache_entry *next = dead->next;
-            atomic_fetch_sub_explicit(&c->entries, 1, memory_order_relaxed);
-            cache_put(c, dead);
-            dead = next;
-        }
+    }
+    pthread_rwlock_unlock(&s->lock);
+    /* destroying may be slow (munmap, close): not under the lock */
+    while (dead) {
+        struct cache_entry *next = dead->next;
+        atomic_fetch_sub_explicit(&c->entries, 1, memory_order_relaxed);
+        cache_put(c, dead);
+        dead = next;
     }
     atomic_fetch_add_explicit(&c->pruned, n, memory_order_relaxed);
     return n;
+}
+
+static size_t prune(struct cache *c, bool wait)
+{
+    size_t n = 0;
+    uint64_t now = now_ms(c);
+    for (unsigned i = 0; i < N_SHARDS; i++)
+        n += prune_shard(c, &c->shards[i], now, wait);
+    return n;
+}
+
+size_t cache_prune(struct cache *c)
+{
+    return prune(c, true);
 }
 
 void cache_get_stats(struct cache *c, struct cache_stats *out)
@@ -333,7 +363,7 @@ static void *pruner_main(void *arg)
         if (c->stop)
             break;
         pthread_mutex_unlock(&c->mu);
-        cache_prune(c);
+        prune(c, false); /* a busy shard waits for the next round */
         pthread_mutex_lock(&c->mu);
     }
     pthread_mutex_unlock(&c->mu);

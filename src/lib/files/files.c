@@ -48,11 +48,15 @@
 #include "http/range.h"
 #include "http/server.h"
 
-#define SMALL_DEFAULT     (16 * 1024)
+/* measured (bench/RESULTS.md): from memory with writev is cheaper than
+ * sendfile up to 64 KiB, by ~15% of server CPU at 32 KiB and ~4% at 64 KiB */
+#define SMALL_DEFAULT     (32 * 1024)
 #define CACHE_FOR_DEFAULT 5000
+#define MEMORY_DEFAULT    (256u << 20)
+#define MAX_ENTRIES       16384 /* each may hold a few fds */
 #define MAX_RANGES        16
 #define MULTIPART_MAX     (4u << 20) /* larger multipart answers: the whole file instead */
-#define ETAG_MAX          48
+#define ETAG_MAX          56
 #define DEFAULT_CHARSET_TYPES                                                                      \
     "text/html text/plain text/css text/javascript text/markdown text/csv text/xml"
 
@@ -76,6 +80,8 @@ struct files {
     const char *boundary;         /* inside multipart */
     struct files_listing *lister; /* with listing = true */
     struct cache *cache;
+    size_t mem_max;          /* file bytes kept in memory at most... */
+    _Atomic size_t mem_used; /* ...and now; beyond, small files go by fd */
 };
 
 /* --- shared contents --------------------------------------------------------- */
@@ -84,10 +90,12 @@ struct files {
 struct blob {
     _Atomic uint32_t refs;
     size_t len;
-    char *data; /* malloc'ed */
+    char *data;           /* malloc'ed */
+    _Atomic size_t *used; /* the owner's count of bytes in memory */
 };
 
-static struct blob *blob_wrap(void *data, size_t len)
+/* Takes data (freed on failure). */
+static struct blob *blob_wrap(struct files *f, void *data, size_t len)
 {
     struct blob *b = malloc(sizeof(*b));
     if (!b) {
@@ -97,7 +105,15 @@ static struct blob *blob_wrap(void *data, size_t len)
     atomic_init(&b->refs, 1);
     b->len = len;
     b->data = data;
+    b->used = &f->mem_used;
+    atomic_fetch_add_explicit(b->used, len, memory_order_relaxed);
     return b;
+}
+
+/* Whether n more bytes may be kept in memory. */
+static bool mem_room(struct files *f, size_t n)
+{
+    return atomic_load_explicit(&f->mem_used, memory_order_relaxed) + n <= f->mem_max;
 }
 
 static struct blob *blob_ref(struct blob *b)
@@ -110,6 +126,7 @@ static struct blob *blob_ref(struct blob *b)
 static void blob_put(struct blob *b)
 {
     if (b && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1) {
+        atomic_fetch_sub_explicit(b->used, b->len, memory_order_relaxed);
         free(b->data);
         free(b);
     }
@@ -145,6 +162,8 @@ enum fe_kind {
     FE_FILE,     /* a file or a listing, in memory or behind an fd */
     FE_REDIRECT, /* a directory asked for without its slash */
 };
+
+static_assert(1 + 16 + 1 + 16 + 3 + 16 + 1 <= ETAG_MAX, "the longest ETag make_etag() writes");
 
 struct variant {
     struct blob *body; /* in memory; NULL behind an fd */
@@ -222,40 +241,42 @@ static size_t extra_header_bytes(enum http_coding c)
     return sizeof("Content-Encoding: \r\n") - 1 + http_coding_name(c).len + strlen(etag_suffix[c]);
 }
 
-static void hex(struct strbuf *sb, uint64_t v)
+/* Lower-case hex of v at out; returns the digits written (at most 16). */
+static size_t hex(char *out, uint64_t v)
 {
     char buf[16];
-    int n = 0;
+    size_t n = 0;
     do {
         buf[15 - n++] = "0123456789abcdef"[v & 15];
         v >>= 4;
     } while (v);
-    strbuf_append(sb, buf + 16 - n, (size_t)n);
+    memcpy(out, buf + 16 - n, n);
+    return n;
 }
 
 /* "<mtime ns>-<size>" in hex, quoted, plus the coding's suffix and, for a
- * sibling, its own stamp: a sibling changed alone is a new representation. */
+ * sibling, its own stamp: a sibling changed alone is a new representation.
+ * At most 1 + 16 + 1 + 16 + 3 + 16 + 1 bytes: ETAG_MAX. */
 static void make_etag(struct variant *v, const struct ident *id, enum http_coding c,
                       uint64_t content_hash)
 {
-    char buf[ETAG_MAX + 1];
-    struct strbuf sb = {.buf = buf, .cap = ETAG_MAX};
-    strbuf_append_char(&sb, '"');
+    char *p = v->etag;
+    *p++ = '"';
     if (content_hash) {
-        strbuf_append_char(&sb, 'h');
-        hex(&sb, content_hash);
+        *p++ = 'h';
+        p += hex(p, content_hash);
     } else {
-        hex(&sb, (uint64_t)id->mtim.tv_sec * 1000000000u + (uint64_t)id->mtim.tv_nsec);
-        strbuf_append_char(&sb, '-');
-        hex(&sb, (uint64_t)id->size);
+        p += hex(p, (uint64_t)id->mtim.tv_sec * 1000000000u + (uint64_t)id->mtim.tv_nsec);
+        *p++ = '-';
+        p += hex(p, (uint64_t)id->size);
     }
-    strbuf_append_str(&sb, etag_suffix[c]);
+    size_t sl = strlen(etag_suffix[c]);
+    memcpy(p, etag_suffix[c], sl);
+    p += sl;
     if (v->from_sibling)
-        hex(&sb, (uint64_t)v->sibling.mtim.tv_sec ^ (uint64_t)v->sibling.size << 32);
-    strbuf_append_char(&sb, '"');
-    /* sb never grows: the fields above fit in ETAG_MAX */
-    memcpy(v->etag, sb.buf, sb.len);
-    v->etag_len = (uint8_t)sb.len;
+        p += hex(p, (uint64_t)v->sibling.mtim.tv_sec ^ (uint64_t)v->sibling.size << 32);
+    *p++ = '"';
+    v->etag_len = (uint8_t)(p - v->etag);
 }
 
 static bool charset_wanted(const struct files *f, const char *mime)
@@ -285,6 +306,10 @@ static int build_headers(struct fentry *e)
     struct files *f = e->f;
     struct strbuf sb = {0};
     char lm[HTTP_DATE_LEN];
+    /* reserved once, so none of the appends below can fail */
+    size_t per = 160 + ETAG_MAX + (f->cache_control ? strlen(f->cache_control) : 0);
+    if (strbuf_reserve(&sb, per * HTTP_CODING_COUNT) < 0)
+        return -ENOMEM;
     http_date_format(e->mtime, lm);
     bool vary = (e->avail & ~1u) != 0;
     for (int c = 0; c < HTTP_CODING_COUNT; c++) {
@@ -311,10 +336,6 @@ static int build_headers(struct fentry *e)
         strbuf_append_str(&sb, "Accept-Ranges: bytes\r\n");
         if (f->cache_control)
             strbuf_append_str(&sb, f->cache_control);
-        if (strbuf_reserve(&sb, 0) < 0 || !sb.buf) {
-            strbuf_free(&sb);
-            return -ENOMEM;
-        }
         v->hdr_len = sb.len - v->hdr_off;
     }
     e->hdrs = strbuf_steal(&sb);
@@ -322,7 +343,7 @@ static int build_headers(struct fentry *e)
 }
 
 /* Reads the whole of a small file (at most max bytes; more: -EFBIG). */
-static int read_all(int fd, size_t expect, size_t max, struct blob **out)
+static int read_all(struct files *f, int fd, size_t expect, size_t max, struct blob **out)
 {
     size_t cap = MIN(expect, max) + 1, len = 0;
     char *buf = malloc(cap);
@@ -346,7 +367,7 @@ static int read_all(int fd, size_t expect, size_t max, struct blob **out)
             return -EFBIG;
         }
     }
-    *out = blob_wrap(buf, len);
+    *out = blob_wrap(f, buf, len);
     return *out ? 0 : -ENOMEM;
 }
 
@@ -410,7 +431,7 @@ static void small_variants(struct fentry *e, const char *key, size_t len,
                 if (old && old->from_sibling && old->body && ident_eq(&old->sibling, &sid)) {
                     v->body = blob_ref(old->body);
                 } else if (not_older(&st, &e->id) && (size_t)st.st_size < limit) {
-                    if (read_all(fd, (size_t)st.st_size, limit - 1, &v->body) < 0)
+                    if (read_all(f, fd, (size_t)st.st_size, limit - 1, &v->body) < 0)
                         v->body = NULL;
                 }
                 close(fd);
@@ -429,13 +450,15 @@ static void small_variants(struct fentry *e, const char *key, size_t len,
         }
         if (same && !(stale->avail & (1u << c)))
             continue; /* it did not pay last time either */
+        if (!mem_room(f, limit))
+            continue;
         void *out;
         size_t out_len;
         int r = files_compress(c, orig->data, orig->len, limit, &out, &out_len);
         if (r == -E2BIG && c == HTTP_CODING_GZIP)
             incompressible = true;
         if (r == 0)
-            v->body = blob_wrap(out, out_len);
+            v->body = blob_wrap(f, out, out_len);
     }
     for (int c = 1; c < HTTP_CODING_COUNT; c++) {
         if (e->v[c].body) {
@@ -502,9 +525,9 @@ static struct fentry *file_entry(struct files *f, int fd, const struct stat *st,
         if (same) {
             id->body = blob_ref(stale->v[HTTP_CODING_IDENTITY].body);
             r = 0;
-        } else {
-            r = read_all(fd, (size_t)st->st_size, f->small_max, &id->body);
-        }
+        } else if (mem_room(f, (size_t)st->st_size)) {
+            r = read_all(f, fd, (size_t)st->st_size, f->small_max, &id->body);
+        } /* else over the memory budget: served from the fd like a large file */
     }
     if (r == 0) {
         close(fd);
@@ -603,7 +626,7 @@ static struct fentry *listing_entry(struct files *f, int fd, const char *key, si
     e->mtime = time(NULL);
     e->avail = 1u << HTTP_CODING_IDENTITY;
     struct variant *id = &e->v[HTTP_CODING_IDENTITY];
-    id->body = blob_wrap(data, hlen);
+    id->body = blob_wrap(f, data, hlen);
     if (!id->body) {
         entry_free(e);
         *err = -ENOMEM;
@@ -910,6 +933,13 @@ static int multipart(struct colibri_response *resp, const struct fentry *e, cons
     const struct files *f = e->f;
     struct strbuf body = {0};
     int status = 206;
+    /* reserved once, so none of the appends below can fail */
+    size_t total = 64 + strlen(f->boundary);
+    for (unsigned i = 0; i < n; i++)
+        total += 64 + strlen(f->boundary) + strlen(e->ctype) + CONTENT_RANGE_MAX +
+                 (size_t)(r[i].last - r[i].first + 1);
+    if (strbuf_reserve(&body, total) < 0)
+        return 503;
     for (unsigned i = 0; i < n; i++) {
         char cr[CONTENT_RANGE_MAX];
         strbuf_append_str(&body, "\r\n--");
@@ -922,7 +952,7 @@ static int multipart(struct colibri_response *resp, const struct fentry *e, cons
         size_t len = (size_t)(r[i].last - r[i].first + 1);
         if (v->body) {
             strbuf_append(&body, v->body->data + r[i].first, len);
-        } else if (strbuf_reserve(&body, len) == 0) {
+        } else {
             if (pread_full(v->fd, body.buf + body.len, len, r[i].first) < 0) {
                 status = 500;
                 goto out_free;
@@ -933,10 +963,7 @@ static int multipart(struct colibri_response *resp, const struct fentry *e, cons
     }
     strbuf_append_str(&body, "\r\n--");
     strbuf_append_str(&body, f->boundary);
-    if (strbuf_append_str(&body, "--\r\n") < 0) {
-        status = 503;
-        goto out_free;
-    }
+    strbuf_append_str(&body, "--\r\n");
     colibri_resp_set_type(resp, f->multipart);
     colibri_resp_header_lines(resp, e->hdrs + v->hdr_off, v->hdr_len);
     add_expires(f, resp);
@@ -1097,6 +1124,7 @@ struct files_opts {
     bool listing, precompressed, compress;
     uint64_t small_max;
     uint64_t cache_ms;
+    uint64_t mem_max;
     int64_t expires_s;
     const char *cache_control;
     const char *charset_types;
@@ -1110,6 +1138,7 @@ static const struct files_opts default_opts = {
     .compress = true,
     .small_max = SMALL_DEFAULT,
     .cache_ms = CACHE_FOR_DEFAULT,
+    .mem_max = MEMORY_DEFAULT,
     .expires_s = -1,
     .charset_types = DEFAULT_CHARSET_TYPES,
 };
@@ -1155,6 +1184,7 @@ static int add(struct colibri_server *srv, const char *prefix, const char *root,
                                                    .small_max = o->small_max,
                                                    .expires_s = o->expires_s,
                                                    .codings = files_codings_built(),
+                                                   .mem_max = o->mem_max,
                                                });
     if (!f)
         goto out_oom;
@@ -1192,7 +1222,8 @@ static int add(struct colibri_server *srv, const char *prefix, const char *root,
              (unsigned long long)rnd[0], (unsigned long long)(rnd[1] & 0xffffffff));
     f->boundary = f->multipart + bl;
 
-    struct cache_params cp = {.ttl_ms = (uint32_t)MIN(o->cache_ms, UINT32_MAX)};
+    struct cache_params cp = {.ttl_ms = (uint32_t)MIN(o->cache_ms, UINT32_MAX),
+                              .max_entries = MAX_ENTRIES};
     f->cache = cache_new(&entry_ops, f, &cp);
     if (!f->cache)
         goto out_free;
@@ -1267,6 +1298,8 @@ int files_route_from_config(struct colibri_server *srv, struct config_node *n, c
         if (o.small_max > (64u << 20))
             return config_error(k, err, errlen, "must be at most 64M");
     }
+    if ((k = config_take(n, "cache_memory")) && (r = config_size(k, &o.mem_max, err, errlen)))
+        return r;
     if ((k = config_take(n, "expires"))) {
         uint64_t ms;
         if ((r = config_duration_ms(k, &ms, err, errlen)))
