@@ -35,7 +35,8 @@ struct view http_coding_name(enum http_coding c);
  * the field value (len bytes): codings not named get the q of "*", or 0,
  * except identity, which when not named gets the q of "*" or else the
  * lowest acceptable q (0.001): it stays acceptable unless refused by
- * "identity;q=0" or "*;q=0", but any named coding is preferred to it. An
+ * "identity;q=0" or "*;q=0", and any named coding with a higher q is
+ * preferred to it (a named coding at 0.001 ties with it: see choose). An
  * element with a malformed q-value is skipped; a coding named twice keeps
  * its first q. Several field lines: call http_accept_encoding_add() for
  * each before _end(). */
@@ -47,7 +48,9 @@ void http_accept_encoding_end(struct http_accept_encoding *ae);
 /* The coding to answer with among the available ones (bit 1 << coding;
  * identity is available when its bit is set): the highest q wins; on a tie
  * the smaller size in sizes[] (when not NULL), then the earlier coding in
- * the order br, zstd, gzip, deflate, identity. Returns -1 when nothing
+ * the order br, zstd, gzip, deflate, identity. So with sizes, an
+ * unnamed identity that is smaller than a coding named at q=0.001 wins:
+ * sending fewer bytes is the point of the choice. Returns -1 when nothing
  * available is acceptable (406, or identity anyway). */
 int http_accept_encoding_choose(const struct http_accept_encoding *ae, unsigned available,
                                 const uint64_t *sizes);
