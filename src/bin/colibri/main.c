@@ -114,6 +114,7 @@ int main(int argc, char **argv)
     the_server = srv;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL); /* a closing terminal stops us gracefully too */
 
     if (colibri_server_run(srv, err, sizeof(err)) < 0)
         goto out_error;
@@ -122,6 +123,7 @@ int main(int argc, char **argv)
     return 0;
 
 out_error:
+    the_server = NULL; /* a late signal must not reach a freed server */
     fprintf(stderr, "colibri: %s\n", err);
     colibri_server_free(srv);
     return 1;

@@ -863,19 +863,41 @@ static int status_for(int err)
     }
 }
 
+/* Bytes a path may carry as they are in a Location (RFC 3986 pchar and '/'). */
+static bool path_byte_ok(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c && strchr("-._~!$&'()*+,;=:@/", c));
+}
+
+/* "/dir" -> "/dir/", query kept. Built from the decoded, normalised path
+ * (re-encoded), never from the raw target: "//evil.example/%2e%2e/dir" must
+ * not become a protocol-relative Location. */
 static int redirect(struct colibri_request *req, struct colibri_response *resp)
 {
-    /* the target as sent (still percent-encoded), with a slash after the path */
-    struct colibri_str t = colibri_req_target(req);
-    const char *q = memchr(t.p, '?', t.len);
-    size_t plen = q ? (size_t)(q - t.p) : t.len;
-    char *loc = malloc(t.len + 2);
+    static const char hex[] = "0123456789ABCDEF";
+    struct colibri_str path = colibri_req_path(req), q = colibri_req_query_string(req);
+    char *loc = malloc(path.len * 3 + q.len + 3);
     if (!loc)
         return 500;
-    memcpy(loc, t.p, plen);
-    loc[plen] = '/';
-    memcpy(loc + plen + 1, t.p + plen, t.len - plen);
-    loc[t.len + 1] = '\0';
+    char *o = loc;
+    for (size_t i = 0; i < path.len; i++) {
+        unsigned char c = (unsigned char)path.p[i];
+        if (path_byte_ok(c)) {
+            *o++ = (char)c;
+        } else {
+            *o++ = '%';
+            *o++ = hex[c >> 4];
+            *o++ = hex[c & 15];
+        }
+    }
+    *o++ = '/';
+    if (q.len) {
+        *o++ = '?';
+        memcpy(o, q.p, q.len);
+        o += q.len;
+    }
+    *o = '\0';
     int r = colibri_resp_header(resp, "Location", loc);
     free(loc);
     return r < 0 ? 400 : 301;

@@ -192,6 +192,9 @@ static int body_pump(struct colibri_request *req, bool keep)
             goto out_bad; /* a chunk line longer than the whole buffer */
         if (conn_read(ctx, false) == 0)
             goto out_bad; /* the client went away mid-body */
+        /* a body that keeps arriving is not a stalled request: the request
+         * timeout counts between reads of it, as nginx's body timeout does */
+        ctx->new_deadline = true;
     }
     req->body_done = true;
     return 0;
@@ -485,6 +488,7 @@ static bool handle(struct conn_ctx *ctx, struct colibri_server *srv, struct http
     }
     if (ctx->out.len >= OUT_FLUSH_AT)
         conn_flush(ctx);
+    ctx->new_deadline = true; /* the next request gets its own timeout */
     return !ctx->closing;
 }
 
@@ -804,6 +808,13 @@ int colibri_resp_send_static(struct colibri_response *resp, int status, const ch
     resp->sent = true;
     if (resp->head_only || !len)
         return status;
+    if (len <= COPY_BODY_MAX && ctx->in_len > ctx->in_pos) {
+        /* more requests are buffered (pipelining): join their answers in
+         * one writev instead of a system call each */
+        if (strbuf_append(&ctx->out, p, len) < 0)
+            coro_abort(ctx->coro);
+        return status;
+    }
     send_out_and(ctx, p, len);
     return status;
 }

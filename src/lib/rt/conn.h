@@ -47,7 +47,10 @@ struct conn_ctx {
     struct coro *coro;
     struct worker *worker;
     int fd;
-    bool last_read_full; /* the last read filled the buffer: more may wait */
+    bool last_read_full; /* more input may wait: the last read filled the buffer,
+                            or bytes arrived while we were writing */
+    bool new_deadline;   /* a request finished or made progress: the next wait
+                            for input gets a fresh request timeout */
     bool closing;        /* answer with Connection: close, then close */
     bool lingering;      /* close after draining the client's unread bytes */
     bool mid_request;    /* part of a request is buffered or being read (408 on timeout) */

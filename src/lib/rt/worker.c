@@ -188,7 +188,8 @@ static void after_resume(struct worker *w, int fd, int r)
         /* A request that has to wait joins the request-timeout queue the
          * first time; writing moves it back (progress), reading does not
          * (a client trickling bytes must still finish in time). */
-        if (r == CONN_WAIT_WRITE || !(c->flags & CONN_IN_REQ_Q)) {
+        if (r == CONN_WAIT_WRITE || !(c->flags & CONN_IN_REQ_Q) || ctx->new_deadline) {
+            ctx->new_deadline = false;
             tq_remove(&w->idle_q, (uint32_t)fd);
             tq_push(&w->req_q, (uint32_t)fd, w->now);
         }
@@ -222,7 +223,7 @@ static void conn_start(struct worker *w, int fd)
     ctx->fd = fd;
     ctx->in_pos = ctx->in_len = 0;
     ctx->last_read_full = true; /* nothing read yet: there may be bytes */
-    ctx->closing = ctx->lingering = ctx->mid_request = false;
+    ctx->closing = ctx->lingering = ctx->mid_request = ctx->new_deadline = false;
     ctx->waiting = 0;
     coro_reset(ctx->coro, w->cfg->conn_main, ctx);
     c->ctx = ctx;
@@ -245,6 +246,10 @@ static void conn_event(struct worker *w, int fd, uint32_t events)
             conn_close(w, fd);
         return;
     }
+    /* edge-triggered: input that arrives while we wait to write gives no
+     * second edge, so remember it for when the writing is done */
+    if ((events & (EPOLLIN | EPOLLRDHUP)) && ctx->waiting != CONN_WAIT_READ)
+        ctx->last_read_full = true;
     bool ready = (events & (EPOLLERR | EPOLLHUP)) ||
                  (ctx->waiting == CONN_WAIT_READ && (events & (EPOLLIN | EPOLLRDHUP))) ||
                  (ctx->waiting == CONN_WAIT_WRITE && (events & EPOLLOUT));
@@ -544,6 +549,9 @@ ssize_t conn_read(struct conn_ctx *ctx, bool may_idle)
             ctx->last_read_full = false;
             if (may_idle)
                 return -EAGAIN;
+            /* answers to earlier pipelined requests must not wait for
+             * (or die with) a later request that is slow to arrive */
+            conn_flush(ctx);
             wait_for(ctx, CONN_WAIT_READ);
             continue;
         }

@@ -60,8 +60,8 @@ struct worker {
     struct conn_ctx *free_ctx;
     unsigned n_free_ctx;
     uint32_t n_conns;
-    volatile bool stop_requested; /* set by worker_wake() */
-    bool stopping;                /* the worker has begun its graceful stop */
+    atomic_bool stop_requested; /* set by worker_wake(), maybe in a signal handler */
+    bool stopping;              /* the worker has begun its graceful stop */
     uint32_t stop_deadline;
     pthread_t thread;
     struct fd_ring *ring; /* NULL with per-worker SO_REUSEPORT sockets */

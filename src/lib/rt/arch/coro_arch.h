@@ -4,6 +4,11 @@
  * Three implementations, one chosen at build time (CMake option COLIBRI_CORO):
  * coro_x86_64.S and coro_aarch64.S save only the callee-saved registers and
  * make no system call; coro_ucontext.c is the portable fallback.
+ *
+ * Not saved by the assembly switches: the floating-point control state
+ * (x86-64 MXCSR and x87 control word, AArch64 FPCR). A handler that changes
+ * the rounding mode or exception masks must restore them before it can be
+ * suspended (any I/O call), or the change leaks to other connections.
  */
 #pragma once
 
