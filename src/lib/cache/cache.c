@@ -219,7 +219,14 @@ struct cache_entry *cache_get(struct cache *c, const char *key, size_t key_len, 
     bool busy = true;
     uint64_t now = now_ms(c);
 
-    if (c->ttl_ms && pthread_rwlock_tryrdlock(&s->lock) == 0) {
+    /* A writer holds a shard only for a few pointer moves: a few tries
+     * without sleeping nearly always get in, and only then does a busy
+     * shard cost a private entry (which may mean compressing a file). */
+    for (int tries = c->ttl_ms ? 8 : 0; tries > 0; tries--) {
+        if (pthread_rwlock_tryrdlock(&s->lock) != 0) {
+            __asm__ __volatile__("" ::: "memory");
+            continue;
+        }
         busy = false;
         struct cache_entry *e = *slot_of(s, h, key, key_len);
         if (e)
@@ -228,6 +235,7 @@ struct cache_entry *cache_get(struct cache *c, const char *key, size_t key_len, 
         if (e && now < e->expires_ms)
             return e;
         stale = e;
+        break;
     }
 
     atomic_fetch_add_explicit(&c->misses, 1, memory_order_relaxed);

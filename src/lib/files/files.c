@@ -1202,7 +1202,9 @@ static int add(struct colibri_server *srv, const char *prefix, const char *root,
                                                    .follow = o->follow,
                                                    .listing = o->listing,
                                                    .precompressed = o->precompressed,
-                                                   .compress = o->compress,
+                                                   /* without a cache, compressing
+                                                      would happen per request */
+                                                   .compress = o->compress && o->cache_ms,
                                                    .small_max = o->small_max,
                                                    .expires_s = o->expires_s,
                                                    .codings = files_codings_built(),

@@ -496,17 +496,17 @@ static bool handle(struct conn_ctx *ctx, struct colibri_server *srv, struct http
  * when the connection should go idle or close (ctx->closing), or -status. */
 static ssize_t next_head(struct conn_ctx *ctx, struct colibri_server *srv, struct http_head *head)
 {
+    bool parse = true;
     for (;;) {
         size_t avail = ctx->in_len - ctx->in_pos;
-        if (avail) {
+        ctx->mid_request = avail > 0; /* a timeout now deserves a 408 */
+        if (avail && parse) {
             ssize_t r = http_parse_head(ctx->in + ctx->in_pos, avail, &srv->limits, head);
-            ctx->mid_request = true;
             if (r != 0)
                 return r;
             compact(ctx);
-        } else {
+        } else if (!avail) {
             ctx->in_pos = ctx->in_len = 0;
-            ctx->mid_request = false;
         }
         /* responses to what we have leave before we wait for more */
         conn_flush(ctx);
@@ -522,6 +522,11 @@ static ssize_t next_head(struct conn_ctx *ctx, struct colibri_server *srv, struc
             ctx->closing = true;
             return 0;
         }
+        /* A head ends with a line feed: bytes without one cannot complete
+         * it, so a head trickled in tiny pieces is not rescanned from its
+         * start for every piece (the size limit is still checked). */
+        parse = memchr(ctx->in + ctx->in_len - n, '\n', (size_t)n) ||
+                ctx->in_len - ctx->in_pos > srv->limits.max_head;
     }
 }
 
