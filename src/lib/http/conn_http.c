@@ -773,16 +773,22 @@ int colibri_resp_send_chunk(struct colibri_response *resp, const void *p, size_t
     return 0;
 }
 
+/* The head of a response whose body the caller sends itself; false when
+ * there is no body to send (HEAD, or empty). */
+static bool answer_head(struct colibri_response *resp, int status, const char *mime, size_t len)
+{
+    write_head(resp->req, resp, status, (int64_t)len, mime);
+    resp->sent = true;
+    return !resp->head_only && len;
+}
+
 int colibri_resp_sendfile(struct colibri_response *resp, int status, const char *mime, int fd,
                           off_t offset, size_t len)
 {
-    struct colibri_request *req = resp->req;
-    struct conn_ctx *ctx = req->ctx;
+    struct conn_ctx *ctx = resp->req->ctx;
     if (resp->streaming || resp->sent)
         return 500;
-    write_head(req, resp, status, (int64_t)len, mime);
-    resp->sent = true;
-    if (resp->head_only || !len)
+    if (!answer_head(resp, status, mime, len))
         return status;
     if (len <= COPY_BODY_MAX) {
         /* small: read it behind the header, one writev for both */
@@ -805,13 +811,10 @@ int colibri_resp_sendfile(struct colibri_response *resp, int status, const char 
 int colibri_resp_send_static(struct colibri_response *resp, int status, const char *mime,
                              const void *p, size_t len)
 {
-    struct colibri_request *req = resp->req;
-    struct conn_ctx *ctx = req->ctx;
+    struct conn_ctx *ctx = resp->req->ctx;
     if (resp->streaming || resp->sent)
         return 500;
-    write_head(req, resp, status, (int64_t)len, mime);
-    resp->sent = true;
-    if (resp->head_only || !len)
+    if (!answer_head(resp, status, mime, len))
         return status;
     if (len <= COPY_BODY_MAX && ctx->in_len > ctx->in_pos) {
         /* more requests are buffered (pipelining): join their answers in
