@@ -360,7 +360,12 @@ int colibri_server_load_config_string(struct colibri_server *srv, const char *na
 
 /* --- running ------------------------------------------------------------------ */
 
-static int open_listener(const struct listener *l, unsigned defer_s, char *err, size_t errlen)
+/* The first socket of a listener binds without SO_REUSEPORT, so a port
+ * that anyone (another colibri included) already listens on is an error,
+ * as users expect; it joins the port group after binding, and the other
+ * workers' sockets bind beside it. A port 0 becomes the one the first
+ * socket got. */
+static int open_listener(struct listener *l, unsigned defer_s, bool first, char *err, size_t errlen)
 {
     int fd = socket(l->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -369,7 +374,8 @@ static int open_listener(const struct listener *l, unsigned defer_s, char *err, 
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     /* one socket per worker: the kernel spreads connections, no fd ever
      * changes threads, no accept lock */
-    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+    if (!first)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
     /* inherited by accepted sockets: no per-connection system call */
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     /* accept() only once the request has arrived, so the first read works */
@@ -377,12 +383,23 @@ static int open_listener(const struct listener *l, unsigned defer_s, char *err, 
     setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer, sizeof(defer));
     if (l->addr.ss_family == AF_INET6)
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-    if (bind(fd, (const struct sockaddr *)&l->addr, l->addr_len) < 0 || listen(fd, 4096) < 0) {
-        int e = errno;
-        close(fd);
-        return fail(err, errlen, -e, "listener %s: %s", l->name, strerror(e));
+    if (bind(fd, (const struct sockaddr *)&l->addr, l->addr_len) < 0)
+        goto out_close;
+    if (first) {
+        socklen_t len = sizeof(l->addr);
+        if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0 ||
+            getsockname(fd, (struct sockaddr *)&l->addr, &len) < 0)
+            goto out_close;
+        l->addr_len = len;
     }
+    if (listen(fd, 4096) < 0)
+        goto out_close;
     return fd;
+
+out_close:;
+    int e = errno;
+    close(fd);
+    return fail(err, errlen, -e, "listener %s: %s", l->name, strerror(e));
 }
 
 static unsigned cpu_count(void)
@@ -449,7 +466,8 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
             goto out_workers;
         }
         for (unsigned j = 0; own && j < srv->n_listeners; j++) {
-            int fd = open_listener(&srv->listeners[j], srv->wcfg.request_timeout_s, err, errlen);
+            int fd =
+                open_listener(&srv->listeners[j], srv->wcfg.request_timeout_s, i == 0, err, errlen);
             if (fd < 0) {
                 while (j--)
                     close(fds[j]);
