@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 
 #include "base/itoa.h"
+#include "http/date.h"
 #include "http/server.h"
 
 /* Bodies larger than this leave with writev straight from the handler's
@@ -232,6 +233,21 @@ static void append_view(struct strbuf *sb, struct view v)
 }
 
 /* The head of a response, into ctx->out. content_length < 0: none. */
+#define DATE_HDR_LEN (6 + HTTP_DATE_LEN + 2)
+
+/* "Date: ...\r\n" for the worker's current second, formatted at most once
+ * per second per thread. */
+static const char *date_header(struct worker *w)
+{
+    if (unlikely(w->date_time != w->wall_time)) {
+        memcpy(w->date_hdr, "Date: ", 6);
+        http_date_format(w->wall_time, w->date_hdr + 6);
+        memcpy(w->date_hdr + 6 + HTTP_DATE_LEN, "\r\n", 2);
+        w->date_time = w->wall_time;
+    }
+    return w->date_hdr;
+}
+
 static inline char *put(char *p, const void *src, size_t len)
 {
     memcpy(p, src, len);
@@ -255,13 +271,13 @@ static void write_head(struct colibri_request *req, struct colibri_response *res
      * epoll batch as the wake-up that will begin the stop */
     if (w->stop_requested)
         ctx->closing = true;
-    size_t max = line.len + w->date_hdr_len + srv->server_hdr_len + 14 + mime_len + 2 + 16 +
+    size_t max = line.len + DATE_HDR_LEN + srv->server_hdr_len + 14 + mime_len + 2 + 16 +
                  U64_STR_MAX + 2 + 28 + 24 + ctx->hdrs.len + 2;
     if (strbuf_reserve(out, max) < 0)
         coro_abort(ctx->coro);
     char *p = out->buf + out->len;
     p = put(p, line.p, line.len);
-    p = put(p, w->date_hdr, w->date_hdr_len);
+    p = put(p, date_header(w), DATE_HDR_LEN);
     p = put(p, srv->server_hdr, srv->server_hdr_len);
     if (mime) {
         p = PUT_LIT(p, "Content-Type: ");
@@ -578,8 +594,8 @@ void http_request_timeout(struct worker *w, int fd)
     struct view line = http_status_line(408);
     memcpy(buf, line.p, line.len);
     sb.len = line.len;
-    memcpy(buf + sb.len, w->date_hdr, w->date_hdr_len);
-    sb.len += w->date_hdr_len;
+    memcpy(buf + sb.len, date_header(w), DATE_HDR_LEN);
+    sb.len += DATE_HDR_LEN;
     static const char tail[] = "Content-Length: 0\r\nConnection: close\r\n\r\n";
     memcpy(buf + sb.len, tail, sizeof(tail) - 1);
     sb.len += sizeof(tail) - 1;

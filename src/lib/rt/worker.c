@@ -26,54 +26,16 @@
 
 /* --- clocks --------------------------------------------------------------- */
 
-static const char day_names[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
-static const char month_names[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
-                                        "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
-
-static char *put2(char *p, int v)
-{
-    p[0] = (char)('0' + v / 10);
-    p[1] = (char)('0' + v % 10);
-    return p + 2;
-}
-
-/* The Date header is formatted once per second per thread: the hot path
- * copies 37 bytes. */
+/* The worker's clocks, read once per wake-up through the vDSO (no system
+ * call): `now` for the timeout queues, `wall_time` for the Date header the
+ * HTTP layer formats from it once per second. */
 static void update_clocks(struct worker *w)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     w->now = (uint32_t)ts.tv_sec;
     clock_gettime(CLOCK_REALTIME_COARSE, &ts);
-    if (ts.tv_sec == w->date_time)
-        return;
-    w->date_time = ts.tv_sec;
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    char *p = w->date_hdr;
-    memcpy(p, "Date: ", 6);
-    p += 6;
-    memcpy(p, day_names[tm.tm_wday], 3);
-    p += 3;
-    *p++ = ',';
-    *p++ = ' ';
-    p = put2(p, tm.tm_mday);
-    *p++ = ' ';
-    memcpy(p, month_names[tm.tm_mon], 3);
-    p += 3;
-    *p++ = ' ';
-    int y = tm.tm_year + 1900;
-    p = put2(p, y / 100);
-    p = put2(p, y % 100);
-    *p++ = ' ';
-    p = put2(p, tm.tm_hour);
-    *p++ = ':';
-    p = put2(p, tm.tm_min);
-    *p++ = ':';
-    p = put2(p, tm.tm_sec);
-    memcpy(p, " GMT\r\n", 6);
-    p += 6;
-    w->date_hdr_len = (size_t)(p - w->date_hdr);
+    w->wall_time = ts.tv_sec;
 }
 
 /* --- context pool --------------------------------------------------------- */
@@ -283,26 +245,39 @@ static void take_handed_fds(struct worker *w)
     }
 }
 
+/* One connection from a listening socket, or -1 when there is none to take
+ * now (EAGAIN, or an error the next wake-up may not have). Out of fds, the
+ * pending connection would keep the level-triggered socket readable and
+ * spin the caller: the spare fd makes room to accept it and close it. */
+static int accept_one(int lfd, int *spare)
+{
+    for (;;) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0)
+            return fd;
+        if (errno == EINTR || errno == ECONNABORTED)
+            continue;
+        if ((errno != EMFILE && errno != ENFILE) || *spare < 0)
+            return -1;
+        /* EMFILE comes before the queue is looked at: stop when the
+         * freed slot finds nothing to accept */
+        close(*spare);
+        fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd >= 0)
+            close(fd);
+        *spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return -1;
+    }
+}
+
 static void accept_burst(struct worker *w, int lfd)
 {
     /* level-triggered: take a bounded batch, epoll reports the rest */
     for (int i = 0; i < 128; i++) {
-        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
-            if ((errno == EMFILE || errno == ENFILE) && w->spare_fd >= 0) {
-                /* Out of fds: the pending connection would keep the listen
-                 * socket readable and spin this loop. Refuse it politely. */
-                close(w->spare_fd);
-                fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-                if (fd >= 0)
-                    close(fd);
-                w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                continue;
-            }
-            return; /* EAGAIN, or an error the next wake-up may not have */
-        }
+        int fd = accept_one(lfd, &w->spare_fd);
+        if (fd < 0)
+            return;
         adopt(w, fd);
     }
 }
@@ -330,20 +305,9 @@ void acceptor_run(struct worker *workers, unsigned n, const int *listen_fds, uns
                 continue;
             int lfd = EV_FD(events[e].data.u64);
             for (int i = 0; i < 256; i++) {
-                int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-                if (fd < 0) {
-                    if (errno == EINTR || errno == ECONNABORTED)
-                        continue;
-                    if ((errno == EMFILE || errno == ENFILE) && spare >= 0) {
-                        close(spare);
-                        fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-                        if (fd >= 0)
-                            close(fd);
-                        spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                        continue;
-                    }
+                int fd = accept_one(lfd, &spare);
+                if (fd < 0)
                     break;
-                }
                 unsigned wi = ((unsigned)fd / 2) % n;
                 struct fd_ring *r = workers[wi].ring;
                 uint32_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);

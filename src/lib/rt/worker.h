@@ -53,10 +53,11 @@ struct worker {
     int *listen_fds;
     unsigned n_listen;
     struct tq idle_q, req_q;
-    uint32_t now;      /* seconds since the worker started (monotonic) */
+    uint32_t now;     /* seconds since the worker started (monotonic) */
+    time_t wall_time; /* UTC seconds, as of the last wake-up */
+    /* the HTTP layer's Date header, formatted once per second of wall_time */
     time_t date_time;  /* the second date_hdr shows */
     char date_hdr[48]; /* "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n" */
-    size_t date_hdr_len;
     struct conn_ctx *free_ctx;
     unsigned n_free_ctx;
     uint32_t n_conns;
