@@ -225,6 +225,20 @@ static int seconds(const struct config_node *n, uint32_t *out, char *err, size_t
     return 0;
 }
 
+static int size_in(const struct config_node *n, uint64_t min, uint64_t max, size_t *out, char *err,
+                   size_t errlen)
+{
+    uint64_t v;
+    int r = config_size(n, &v, err, errlen);
+    if (r)
+        return r;
+    if (v < min || v > max)
+        return config_error(n, err, errlen, "must be between %llu and %llu bytes",
+                            (unsigned long long)min, (unsigned long long)max);
+    *out = (size_t)v;
+    return 0;
+}
+
 static int load_site(struct colibri_server *srv, struct config_node *site, char *err, size_t errlen)
 {
     struct config_node *n;
@@ -279,26 +293,15 @@ static int load_config(struct colibri_server *srv, struct config *cfg, char *err
     if ((n = config_take(root, "shutdown_timeout")) &&
         (r = seconds(n, &srv->wcfg.shutdown_grace_s, err, errlen)))
         return r;
-    uint64_t v;
-    if ((n = config_take(root, "max_request_head"))) {
-        if ((r = config_size(n, &v, err, errlen)))
-            return r;
-        if (v < 256 || v > (1 << 20))
-            return config_error(n, err, errlen, "must be between 256 and 1M");
-        srv->limits.max_head = v;
-    }
-    if ((n = config_take(root, "max_request_target"))) {
-        if ((r = config_size(n, &v, err, errlen)))
-            return r;
-        if (v < 16 || v > (1 << 20))
-            return config_error(n, err, errlen, "must be between 16 and 1M");
-        srv->limits.max_target = v;
-    }
-    if ((n = config_take(root, "max_request_body"))) {
-        if ((r = config_size(n, &v, err, errlen)))
-            return r;
-        srv->max_body = v;
-    }
+    if ((n = config_take(root, "max_request_head")) &&
+        (r = size_in(n, 256, 1 << 20, &srv->limits.max_head, err, errlen)))
+        return r;
+    if ((n = config_take(root, "max_request_target")) &&
+        (r = size_in(n, 16, 1 << 20, &srv->limits.max_target, err, errlen)))
+        return r;
+    if ((n = config_take(root, "max_request_body")) &&
+        (r = size_in(n, 0, SIZE_MAX, &srv->max_body, err, errlen)))
+        return r;
     if ((n = config_take(root, "server_header"))) {
         if (strlen(n->value) > 100 || strpbrk(n->value, "\r\n"))
             return config_error(n, err, errlen, "must be one short line");

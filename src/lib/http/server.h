@@ -40,7 +40,7 @@ struct colibri_server {
     unsigned n_handlers;
     struct worker_cfg wcfg;
     struct http_limits limits;
-    uint64_t max_body;
+    size_t max_body;
     char server_hdr[128]; /* "Server: colibri\r\n", or "" */
     size_t server_hdr_len;
     bool accept_thread; /* accept = thread: one acceptor deals fds to workers */
