@@ -10,10 +10,10 @@ src="tests/unit/test_coro.c src/lib/rt/coro.c"
 flags="-std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Isrc/lib -Itests/unit"
 
 echo "coro: ucontext fallback"
-cc $flags -DCOLIBRI_CORO_UCONTEXT -o "$out/ucontext" $src src/lib/rt/arch/coro_ucontext.c
+cc $flags -DCOLIBRI_CORO_UCONTEXT -o "$out/ucontext" $src src/lib/rt/arch/coro_ucontext.c -lm
 "$out/ucontext"
 
 echo "coro: aarch64 assembly under qemu"
 aarch64-linux-gnu-gcc $flags -static -o "$out/aarch64" $src src/lib/rt/arch/coro_asm.c \
-    src/lib/rt/arch/coro_aarch64.S
+    src/lib/rt/arch/coro_aarch64.S -lm
 qemu-aarch64 "$out/aarch64"

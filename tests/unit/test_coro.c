@@ -1,5 +1,7 @@
 #include "test.h"
 
+#include <fenv.h>
+
 #include "rt/coro.h"
 
 static void counter(struct coro *coro, void *arg)
@@ -244,6 +246,48 @@ TEST(coroutine_resumes_another)
     coro_free(inner);
 }
 
+/* The rounding mode is part of the callee-saved FP control state (MXCSR
+ * and x87 control word on x86-64, FPCR on AArch64): each side of a switch
+ * keeps its own. A volatile division shows the mode really in force. */
+static double third(void)
+{
+    volatile double one = 1.0, three = 3.0;
+    return one / three;
+}
+
+static void rounds_up(struct coro *coro, void *arg)
+{
+    int *seen = arg;
+    seen[0] = fegetround();
+    fesetround(FE_UPWARD);
+    double up = third();
+    coro_yield(coro, 1);
+    seen[1] = fegetround();
+    seen[2] = third() == up;
+    fesetround(FE_TONEAREST);
+}
+
+TEST(rounding_mode_is_per_coroutine)
+{
+    int seen[3] = {-1, -1, -1};
+    CHECK_EQ_INT(fesetround(FE_DOWNWARD), 0);
+    double down = third();
+    struct coro *c = coro_new(0, rounds_up, seen);
+    CHECK(c != NULL);
+    CHECK_EQ_INT(coro_resume(c), 1);
+    /* the coroutine started with its creator's mode, and its change to
+     * FE_UPWARD did not leak out */
+    CHECK_EQ_INT(seen[0], FE_DOWNWARD);
+    CHECK_EQ_INT(fegetround(), FE_DOWNWARD);
+    CHECK(third() == down);
+    CHECK_EQ_INT(coro_resume(c), CORO_FINISHED);
+    CHECK_EQ_INT(seen[1], FE_UPWARD);
+    CHECK_EQ_INT(seen[2], 1);
+    CHECK_EQ_INT(fegetround(), FE_DOWNWARD);
+    fesetround(FE_TONEAREST);
+    coro_free(c);
+}
+
 int main(void)
 {
     RUN(switch_and_yield);
@@ -255,5 +299,6 @@ int main(void)
     RUN(floating_point_survives_switches);
     RUN(coroutine_resumes_another);
     RUN(callee_saved_registers_survive);
+    RUN(rounding_mode_is_per_coroutine);
     return test_summary();
 }

@@ -5,10 +5,11 @@
  * coro_x86_64.S and coro_aarch64.S save only the callee-saved registers and
  * make no system call; coro_ucontext.c is the portable fallback.
  *
- * Not saved by the assembly switches: the floating-point control state
- * (x86-64 MXCSR and x87 control word, AArch64 FPCR). A handler that changes
- * the rounding mode or exception masks must restore them before it can be
- * suspended (any I/O call), or the change leaks to other connections.
+ * The floating-point control state is callee-saved in both ABIs and is
+ * switched too (x86-64 MXCSR and x87 control word, AArch64 FPCR): a handler
+ * that changes the rounding mode or exception masks keeps it across a
+ * suspension, and the change never leaks to other connections. A new
+ * coroutine starts with the state of the code that made it.
  */
 #pragma once
 

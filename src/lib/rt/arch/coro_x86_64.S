@@ -1,5 +1,8 @@
-/* x86-64 System V context switch: only rbx, rbp, r12-r15 and the stack
- * pointer survive a call, so only they are saved. */
+/* x86-64 System V context switch: only rbx, rbp, r12-r15, the stack
+ * pointer and the control bits of MXCSR and the x87 control word survive a
+ * call, so only they are saved. Frame, from the saved rsp up: MXCSR (4
+ * bytes), x87 control word (2, then 2 unused), r15 r14 r13 r12 rbx rbp,
+ * return address. */
         .text
         .globl  coro_arch_swap
         .type   coro_arch_swap, @function
@@ -11,8 +14,14 @@ coro_arch_swap:
         pushq   %r13
         pushq   %r14
         pushq   %r15
+        subq    $8, %rsp
+        stmxcsr (%rsp)
+        fnstcw  4(%rsp)
         movq    %rsp, (%rdi)
         movq    (%rsi), %rsp
+        ldmxcsr (%rsp)
+        fldcw   4(%rsp)
+        addq    $8, %rsp
         popq    %r15
         popq    %r14
         popq    %r13
