@@ -1,0 +1,277 @@
+/* null_server - the least work an HTTP/1.1 server can do per request, to
+ * measure the ceiling of a load test rather than a server.
+ *
+ *   null_server [-m] PORT THREADS BODY_FILE
+ *
+ * Every request gets the same 200 response whose body is BODY_FILE, with the
+ * header fields the colibri issues require and nothing else: Date,
+ * Content-Type and Content-Length, plus Last-Modified and ETag for a file
+ * that is not *.txt. -m sends Content-Length alone (see bench/RESULTS.md on
+ * why the header's length changes what wrk measures for large files). The
+ * server does not parse: it counts the blank lines that end request heads
+ * ("\r\n\r\n") and sends one response per head, all the responses to one
+ * read in one write (so pipelining works). A head containing
+ * "Connection: close" gets a response saying so, and the connection is
+ * closed after it (small bodies only: the large-body path is for keep-alive). Bodies up
+ * to 64 KiB are kept in memory and sent with the header in one write;
+ * larger ones go as a header with MSG_MORE and one sendfile per response.
+ *
+ * It is not a server anyone should use (no request parsing, no limits, no
+ * timeouts); it exists so bench/ceiling.sh can show what wrk -t1 on this
+ * machine can measure at all. Threads: one epoll and one SO_REUSEPORT
+ * listening socket each, edge-triggered, as colibri does. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SMALL_MAX (64 * 1024)
+#define MAX_BATCH 64 /* responses per write for small bodies */
+
+static int port;
+static int body_fd;
+static size_t body_len;
+static char *small;       /* header + body, for small bodies */
+static size_t small_len;  /* its length */
+static char *small_close; /* the same with "Connection: close" */
+static size_t small_close_len;
+static char header[512];
+static size_t header_len;
+
+struct conn {
+    unsigned pending; /* responses owed */
+    unsigned state;   /* how much of "\r\n\r\n" the last bytes matched */
+    size_t sent;      /* of the response being sent (large bodies) */
+    int close_after;  /* a head asked for Connection: close */
+};
+
+static void die(const char *what)
+{
+    perror(what);
+    exit(1);
+}
+
+static int listen_socket(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd < 0)
+        die("socket");
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 4096) < 0)
+        die("bind/listen");
+    return fd;
+}
+
+/* Count request heads in buf, carrying the partial match over reads. */
+static unsigned count_heads(struct conn *c, const char *buf, size_t n)
+{
+    static const char end[] = "\r\n\r\n";
+    unsigned heads = 0, s = c->state;
+    for (size_t i = 0; i < n; i++) {
+        if (buf[i] == end[s]) {
+            if (++s == 4) {
+                heads++;
+                s = 0;
+            }
+        } else {
+            s = buf[i] == '\r';
+        }
+    }
+    c->state = s;
+    return heads;
+}
+
+/* Send what is owed; 0 when all is sent, 1 on EAGAIN, -1 on error. */
+static int flush(int fd, struct conn *c)
+{
+    static __thread char *batch;
+    if (body_len <= SMALL_MAX) {
+        if (!batch) {
+            if (!(batch = malloc(small_len * MAX_BATCH)))
+                die("malloc");
+            for (unsigned i = 0; i < MAX_BATCH; i++)
+                memcpy(batch + i * small_len, small, small_len);
+        }
+        if (c->close_after) {
+            /* the last answer on this connection says so; any other
+             * heads in the same read are answered by it alone */
+            ssize_t w = write(fd, small_close + c->sent, small_close_len - c->sent);
+            if (w < 0)
+                return errno == EAGAIN ? 1 : -1;
+            c->sent += (size_t)w;
+            if (c->sent < small_close_len)
+                return 1;
+            c->pending = 0;
+            return 0;
+        }
+        while (c->pending) {
+            /* pending only grows while a batch is part-sent, so c->sent
+             * stays inside the (same or longer) batch */
+            unsigned k = c->pending < MAX_BATCH ? c->pending : MAX_BATCH;
+            size_t total = small_len * k;
+            ssize_t w = write(fd, batch + c->sent, total - c->sent);
+            if (w < 0)
+                return errno == EAGAIN ? 1 : -1;
+            c->sent += (size_t)w;
+            if (c->sent < total)
+                return 1; /* partial: the socket is full; resume on EPOLLOUT */
+            c->pending -= k;
+            c->sent = 0;
+        }
+        return 0;
+    }
+    while (c->pending) {
+        ssize_t w;
+        if (c->sent < header_len) {
+            w = send(fd, header + c->sent, header_len - c->sent, MSG_MORE);
+        } else {
+            off_t off = (off_t)(c->sent - header_len);
+            w = sendfile(fd, body_fd, &off, body_len - (size_t)off);
+        }
+        if (w < 0)
+            return errno == EAGAIN ? 1 : -1;
+        c->sent += (size_t)w;
+        if (c->sent == header_len + body_len) {
+            c->pending--;
+            c->sent = 0;
+        }
+    }
+    return 0;
+}
+
+static void *worker(void *arg)
+{
+    (void)arg;
+    int lfd = listen_socket();
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = -1};
+    epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
+    struct conn *conns = calloc(65536, sizeof(*conns));
+    char *buf = malloc(65536);
+    if (!conns || !buf)
+        die("calloc");
+    for (;;) {
+        struct epoll_event evs[256];
+        int n = epoll_wait(ep, evs, 256, -1);
+        for (int i = 0; i < n; i++) {
+            int fd = evs[i].data.fd;
+            if (fd < 0) {
+                int c;
+                while ((c = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+                    if (c >= 65536) {
+                        close(c);
+                        continue;
+                    }
+                    conns[c] = (struct conn){0};
+                    ev = (struct epoll_event){.events = EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP,
+                                              .data.fd = c};
+                    epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev);
+                }
+                continue;
+            }
+            struct conn *c = &conns[fd];
+            int dead = 0;
+            if (evs[i].events & EPOLLIN) {
+                for (;;) {
+                    ssize_t r = read(fd, buf, 65536);
+                    if (r > 0) {
+                        c->pending += count_heads(c, buf, (size_t)r);
+                        if (memmem(buf, (size_t)r, "Connection: close", 17))
+                            c->close_after = 1;
+                        if (r < 65536)
+                            break;
+                    } else {
+                        dead = r == 0 || errno != EAGAIN;
+                        break;
+                    }
+                }
+            }
+            if (!dead && c->pending) {
+                int f = flush(fd, c);
+                dead = f < 0 || (f == 0 && c->close_after);
+            }
+            if (dead || (evs[i].events & (EPOLLERR | EPOLLHUP)))
+                close(fd);
+        }
+    }
+    return NULL;
+}
+
+static void usage(const char *argv0)
+{
+    fprintf(stderr, "usage: %s [-m] PORT THREADS BODY_FILE\n", argv0);
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    int minimal = argc > 1 && strcmp(argv[1], "-m") == 0;
+    argv += minimal;
+    argc -= minimal;
+    if (argc != 4)
+        usage(argv[-minimal]);
+    port = atoi(argv[1]);
+    int threads = atoi(argv[2]);
+    body_fd = open(argv[3], O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (body_fd < 0 || fstat(body_fd, &st) < 0)
+        die(argv[3]);
+    body_len = (size_t)st.st_size;
+    /* The header fields the issues require of colibri, with values of the
+     * real lengths; the Date is not updated (its length is what counts). */
+    static const char date[] = "Sun, 22 Nov 2026 06:00:00 GMT";
+    const char *slash = strrchr(argv[3], '/');
+    bool text = strstr(slash ? slash : argv[3], ".txt") != NULL;
+    if (minimal)
+        header_len = (size_t)snprintf(header, sizeof(header),
+                                      "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", body_len);
+    else if (text)
+        header_len = (size_t)snprintf(header, sizeof(header),
+                                      "HTTP/1.1 200 OK\r\nDate: %s\r\n"
+                                      "Content-Type: text/plain\r\nContent-Length: %zu\r\n\r\n",
+                                      date, body_len);
+    else
+        header_len = (size_t)snprintf(
+            header, sizeof(header),
+            "HTTP/1.1 200 OK\r\nDate: %s\r\nContent-Type: application/octet-stream\r\n"
+            "Content-Length: %zu\r\nLast-Modified: %s\r\nETag: \"%016llx-%zx\"\r\n\r\n",
+            date, body_len, date, (unsigned long long)st.st_mtime, body_len);
+    if (body_len <= SMALL_MAX) {
+        small_len = header_len + body_len;
+        if (!(small = malloc(small_len)))
+            die("malloc");
+        memcpy(small, header, header_len);
+        if (pread(body_fd, small + header_len, body_len, 0) != (ssize_t)body_len)
+            die("pread");
+        static const char cc[] = "Connection: close\r\n";
+        small_close_len = small_len + sizeof(cc) - 1;
+        if (!(small_close = malloc(small_close_len)))
+            die("malloc");
+        memcpy(small_close, header, header_len - 2);
+        memcpy(small_close + header_len - 2, cc, sizeof(cc) - 1);
+        memcpy(small_close + header_len - 2 + sizeof(cc) - 1, small + header_len - 2, body_len + 2);
+    }
+    signal(SIGPIPE, SIG_IGN);
+    pthread_t t;
+    for (int i = 1; i < threads; i++)
+        if (pthread_create(&t, NULL, worker, NULL) != 0)
+            die("pthread_create");
+    worker(NULL);
+    return 0;
+}
