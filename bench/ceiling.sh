@@ -25,7 +25,7 @@ DURATION=${DURATION:-5s}
 NULL_SERVER=${NULL_SERVER:-$BUILD/null_server}
 bench_need wrk "$NGINX" python3
 [ -x "$NULL_SERVER" ] || bench_die "no $NULL_SERVER (build it: cmake --build build --target null_server)"
-[ -x /usr/bin/time ] || bench_die "/usr/bin/time not found (Debian package 'time')"
+[ -x /usr/bin/time ] || bench_die "/usr/bin/time not found (make bench installs it: scripts/deps.sh bench)"
 
 bench_setup
 head -c 1048576 "$BENCH_ROOT/1m.bin" >/dev/null
