@@ -52,7 +52,7 @@ static size_t header_len;
 struct conn {
     unsigned pending; /* responses owed */
     unsigned state;   /* how much of "\r\n\r\n" the last bytes matched */
-    size_t sent;      /* of the response being sent (large bodies) */
+    size_t sent;      /* bytes of the response (or batch) in progress already sent */
     int close_after;  /* a head asked for Connection: close */
 };
 
