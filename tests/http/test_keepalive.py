@@ -112,29 +112,21 @@ def _segments_in(sock):
     return struct.unpack_from("I", info, 140)[0]
 
 
-def _fresh_request(server, extra):
+def _fresh_request(server, headers):
     """Segments received on a new connection up to the end of one /hello
     answer (and, with Connection: close, the server's FIN)."""
-    s = socket.create_connection((server.host, server.port), timeout=5)
-    try:
-        s.sendall(b"GET /hello HTTP/1.1\r\nHost: t\r\n" + extra + b"\r\n")
-        want = b"Hello, World!"
-        data = b""
-        while not data.endswith(want):
-            chunk = s.recv(4096)
-            assert chunk, "connection closed before the answer"
-            data += chunk
-        if extra:
-            assert s.recv(4096) == b""  # the FIN
-        return _segments_in(s)
-    finally:
-        s.close()
+    with server.conn() as c:
+        c.send(request("GET", "/hello", headers=headers))
+        assert c.read_response().body == b"Hello, World!"
+        if headers:
+            assert c.wait_closed(2.0)
+        return _segments_in(c.sock)
 
 
 def test_close_answer_and_fin_share_a_segment(server):
     # The last answer on a closing connection waits (MSG_MORE) for the FIN,
     # so a client gets answer and end of stream in one segment: a closed
     # connection costs no more segments than an answer on a kept one.
-    kept = _fresh_request(server, b"")
-    closed = _fresh_request(server, b"Connection: close\r\n")
+    kept = _fresh_request(server, [])
+    closed = _fresh_request(server, [("Connection", "close")])
     assert closed == kept, "answer %d segments, answer + FIN %d" % (kept, closed)

@@ -581,13 +581,8 @@ void http_conn_main(struct coro *coro, void *arg)
         if (!handle(ctx, srv, &head, (size_t)r))
             break;
     }
-    /* The connection closes next: the last answer waits in the socket
-     * (MSG_MORE) for the FIN that shutdown() or close() adds to it, and
-     * both leave in one segment instead of two. */
-    if (ctx->out.len) {
-        conn_write_more(ctx, ctx->out.buf, ctx->out.len);
-        strbuf_reset(&ctx->out);
-    }
+    /* every way out of the loop closes the connection (ctx->closing) */
+    conn_flush_last(ctx);
     if (ctx->lingering || ctx->in_len > ctx->in_pos)
         linger(ctx);
 }

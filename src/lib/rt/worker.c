@@ -573,6 +573,14 @@ void conn_flush(struct conn_ctx *ctx)
     strbuf_reset(&ctx->out);
 }
 
+void conn_flush_last(struct conn_ctx *ctx)
+{
+    if (!ctx->out.len)
+        return;
+    conn_write_more(ctx, ctx->out.buf, ctx->out.len);
+    strbuf_reset(&ctx->out);
+}
+
 void conn_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len)
 {
     while (len > 0) {

@@ -100,5 +100,9 @@ void conn_write(struct conn_ctx *ctx, const void *p, size_t len);
 void conn_write_more(struct conn_ctx *ctx, const void *p, size_t len);
 /* Sends ctx->out and empties it. */
 void conn_flush(struct conn_ctx *ctx);
+/* The same before the connection closes: the bytes wait (MSG_MORE) for the
+ * FIN that shutdown() or close() adds, and both leave in one segment. Only
+ * for a connection that is certain to close next. */
+void conn_flush_last(struct conn_ctx *ctx);
 /* sendfile() of len bytes from offset; the header must have gone first. */
 void conn_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len);
