@@ -157,7 +157,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_inside(h.query, lo, hi);
         check_inside(h.host, lo, hi);
         check_inside(h.headers, lo, hi);
-        if (h.path.len == 0 || h.method >= HTTP_METHOD_COUNT || h.version_minor > 1)
+        if (h.path.len == 0 || h.method >= COLIBRI_METHOD_COUNT || h.version_minor > 1)
             abort();
         if (rt > 0 && rt != r)
             abort();

@@ -27,6 +27,10 @@
 extern "C" {
 #endif
 
+/* The library is built with -fvisibility=hidden: only what this header
+ * declares is exported, so nothing but colibri_* can clash with a program. */
+#pragma GCC visibility push(default)
+
 struct colibri_server;
 struct colibri_request;
 struct colibri_response;
@@ -37,21 +41,29 @@ struct colibri_str {
     size_t len;
 };
 
+/* The methods colibri knows, the one list everything else is built from:
+ * the enum, the names, and the parser's recogniser (which a unit test
+ * checks against this list). */
+#define COLIBRI_METHODS(X) X(GET) X(HEAD) X(POST) X(PUT) X(DELETE) X(OPTIONS) X(PATCH) X(TRACE)
+
 enum colibri_method {
-    COLIBRI_GET = 0,
-    COLIBRI_HEAD,
-    COLIBRI_POST,
-    COLIBRI_PUT,
-    COLIBRI_DELETE,
-    COLIBRI_OPTIONS,
-    COLIBRI_PATCH,
-    COLIBRI_TRACE,
+#define COLIBRI_METHOD_ENUM_(m) COLIBRI_##m,
+    COLIBRI_METHODS(COLIBRI_METHOD_ENUM_)
+#undef COLIBRI_METHOD_ENUM_
+        COLIBRI_METHOD_COUNT
 };
 #define COLIBRI_M(m) (1u << (m))
 
-/* What a handler reads besides method and path. Nothing else is parsed or
- * read on its behalf: a body sent to a handler without COLIBRI_NEED_BODY is
- * skipped (or the connection closed) by the server. */
+/* "GET" for COLIBRI_GET; NULL out of range. */
+const char *colibri_method_name(enum colibri_method m);
+
+/* What a handler reads besides method, path, query and headers (which are
+ * found on demand in the validated head, at no cost until asked for).
+ *  - COLIBRI_NEED_BODY: the server reads the whole body (de-chunked, at
+ *    most max_request_body) before the handler runs, answering 413 or 400
+ *    itself when it cannot; colibri_req_body() hands it over. Without it,
+ *    colibri_req_body() answers 500 and the server skips a body after the
+ *    handler (or closes the connection if it cannot). */
 enum colibri_need {
     COLIBRI_NEED_BODY = 1u << 0,
 };
@@ -73,8 +85,9 @@ struct colibri_handler {
 struct colibri_server *colibri_server_new(void);
 void colibri_server_free(struct colibri_server *srv);
 
-/* Makes a handler available to config files (copied; name must be unique).
- * The built-in ones, hello_world and echo, are always there. */
+/* Makes a handler available to config files (copied; name must be unique:
+ * -EEXIST otherwise). The built-in ones, hello_world and echo, are always
+ * there. */
 int colibri_server_register(struct colibri_server *srv, const struct colibri_handler *h);
 
 /* Reads a config file; errors name file, line and key. 0 or -errno. */
@@ -87,8 +100,25 @@ int colibri_server_load_config_string(struct colibri_server *srv, const char *na
 /* Programmatic set-up, also allowed after a config was loaded. */
 int colibri_server_listen(struct colibri_server *srv, const char *addr, char *err,
                           size_t errlen); /* "127.0.0.1:8080", "[::1]:80", "*:80" */
+/* Routes prefix to the registered handler named handler; data is passed
+ * to every call. Prefixes match whole path segments: "/hello" answers
+ * "/hello", "/hello/x" and "/hello?x", never "/hellothere"; a prefix
+ * ending in '/' answers everything below it. The longest prefix wins. */
 int colibri_server_route(struct colibri_server *srv, const char *prefix, const char *handler,
                          void *data, char *err, size_t errlen);
+/* The same for a handler the caller owns (it must outlive the server);
+ * free_data(data) runs when the server is freed, and also here if the
+ * route cannot be added. */
+int colibri_server_add_route(struct colibri_server *srv, const char *prefix,
+                             const struct colibri_handler *h, void *data, void (*free_data)(void *),
+                             char *err, size_t errlen);
+/* Forgets the route at exactly prefix (running its free_data): for a
+ * command line that replaces a config's route. 0 or -ENOENT. */
+int colibri_server_remove_route(struct colibri_server *srv, const char *prefix);
+/* Serves the directory root at prefix with the serve_files defaults (the
+ * config's "serve_files PREFIX { path = ROOT }"). */
+int colibri_serve_files(struct colibri_server *srv, const char *prefix, const char *root, char *err,
+                        size_t errlen);
 /* Forgets the listeners given so far (a command line overriding the config). */
 void colibri_server_clear_listeners(struct colibri_server *srv);
 void colibri_server_set_threads(struct colibri_server *srv, unsigned n); /* 0: one per CPU */
@@ -98,6 +128,52 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen);
 /* Graceful stop: no new connections, requests in flight finish, idle
  * connections close. Async-signal-safe. */
 void colibri_server_shutdown(struct colibri_server *srv);
+
+/* --- modules ------------------------------------------------------------ */
+
+/* A module is a kind of config section, "NAME PREFIX { key = value ... }"
+ * inside a site, that becomes routes: serve_files, redirect and response
+ * are modules, and a program or a shared library (the "module FILE" line)
+ * can add its own. A config file names modules; the loader knows none. */
+struct colibri_conf; /* one line or section of a config file */
+
+struct colibri_module {
+    const char *name; /* the section's keyword */
+    /* Reads the section (its argument with colibri_conf_value(), its keys
+     * with colibri_conf_take()) and adds routes with
+     * colibri_server_add_route(). Returns 0, or -errno with err set, best
+     * with colibri_conf_error() so it names file, line and key. Keys the
+     * module does not take are errors ("unknown key"). */
+    int (*from_config)(struct colibri_server *srv, struct colibri_conf *section, char *err,
+                       size_t errlen);
+};
+
+/* Makes a module available to config files (copied; the name must be
+ * unique and not "handler": -EEXIST otherwise). */
+int colibri_server_add_module(struct colibri_server *srv, const struct colibri_module *m);
+
+/* A shared library named by "module FILE" defines this; it registers
+ * handlers and modules and returns 0, or non-zero to fail the start. It
+ * is built against colibri.h alone, without -lcolibri: the colibri symbols
+ * come from the program that loads it. */
+int colibri_module_init(struct colibri_server *srv);
+
+/* The section's keyword ("redirect") and its argument ("/old"; "" if none). */
+const char *colibri_conf_name(const struct colibri_conf *c);
+const char *colibri_conf_value(const struct colibri_conf *c);
+/* The first key called name in the section, marked as read; NULL if absent.
+ * Call again for a repeatable key. */
+struct colibri_conf *colibri_conf_take(struct colibri_conf *section, const char *name);
+/* "FILE:LINE: NAME: message" into err; returns -EINVAL. */
+int colibri_conf_error(const struct colibri_conf *c, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Conversions of a key's value; 0, or -EINVAL with err set. Durations take
+ * ms, s, m, h, d; sizes k, M, G; booleans true/false, on/off, yes/no. */
+int colibri_conf_int(const struct colibri_conf *c, long min, long max, long *out, char *err,
+                     size_t errlen);
+int colibri_conf_bool(const struct colibri_conf *c, bool *out, char *err, size_t errlen);
+int colibri_conf_duration_ms(const struct colibri_conf *c, uint64_t *ms, char *err, size_t errlen);
+int colibri_conf_size(const struct colibri_conf *c, uint64_t *bytes, char *err, size_t errlen);
 
 /* --- request ------------------------------------------------------------ */
 
@@ -125,6 +201,18 @@ struct colibri_str colibri_req_headers_raw(const struct colibri_request *req);
 int colibri_req_http_minor(const struct colibri_request *req);
 /* "127.0.0.1" or "::1" into buf; 0 or -errno. */
 int colibri_req_remote_addr(const struct colibri_request *req, char *buf, size_t len);
+
+/* Conditional requests (RFC 9110 §13.2.2) against the validators of what
+ * the handler would send: etag a quoted entity-tag ("\"v1\"", or NULL),
+ * last_modified in seconds since the epoch (or -1). Returns 0 to answer
+ * normally, or 304 / 412 for the handler to return (with its ETag). */
+int colibri_req_preconditions(struct colibri_request *req, const char *etag, int64_t last_modified);
+/* A single byte range of a GET (RFC 9110 §14), honouring If-Range: 206 with
+ * *first and *last (inclusive) set, 416 when nothing is satisfiable, 0 to
+ * send the whole representation (no Range, several ranges, or a stale
+ * If-Range). */
+int colibri_req_range(struct colibri_request *req, const char *etag, int64_t last_modified,
+                      uint64_t size, uint64_t *first, uint64_t *last);
 
 /* Runs fn(arg) when the handler returns, or when the connection dies while
  * the handler is suspended (a write to a vanished client never returns to
@@ -163,6 +251,8 @@ int colibri_resp_send_static(struct colibri_response *resp, int status, const ch
 /* One server-sent event (text/event-stream); event may be NULL. */
 int colibri_resp_send_event(struct colibri_response *resp, const char *event, const char *data,
                             size_t len);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

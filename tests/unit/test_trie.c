@@ -1,5 +1,6 @@
 #include "test.h"
 
+#include <stdbool.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -72,6 +73,44 @@ TEST(no_match_is_null)
     CHECK(look(t, "/hello", &m) == &va);
     CHECK(look(t, "/hellox", &m) == &va); /* literal bytes, like nginx */
     CHECK_EQ_INT(m, 6);
+    trie_free(t);
+}
+
+static void *seg(struct trie *t, const char *s, size_t *matched)
+{
+    return trie_lookup_segments(t, s, strlen(s), matched);
+}
+
+TEST(segments)
+{
+    struct trie *t = trie_new();
+    size_t m = 0;
+    CHECK_EQ_INT(add(t, "/hello", &va), 0);
+    CHECK_EQ_INT(add(t, "/static/", &vb), 0);
+    CHECK_EQ_INT(add(t, "/", &vc), 0);
+    CHECK(seg(t, "/hello", &m) == &va);
+    CHECK_EQ_INT(m, 6);
+    CHECK(seg(t, "/hello/", &m) == &va);
+    CHECK(seg(t, "/hello/x/y", &m) == &va);
+    CHECK(seg(t, "/hellothere", &m) == &vc); /* not /hello: falls back to / */
+    CHECK_EQ_INT(m, 1);
+    CHECK(seg(t, "/hell", &m) == &vc);
+    CHECK(seg(t, "/static/a.css", &m) == &vb);
+    CHECK(seg(t, "/static/", &m) == &vb);
+    CHECK(seg(t, "/static", &m) == &vc); /* the slash is part of that prefix */
+    CHECK(seg(t, "/staticx", &m) == &vc);
+    CHECK(look(t, "/hellothere", &m) == &va); /* the literal lookup is unchanged */
+    CHECK_EQ_INT(trie_remove(t, "/", 1, NULL), 0);
+    CHECK(seg(t, "/hellothere", &m) == NULL);
+    CHECK(seg(t, "/hello", &m) == &va);
+    CHECK_EQ_INT(trie_remove(t, "/", 1, NULL), -ENOENT);
+    CHECK_EQ_INT(trie_remove(t, "/hel", 4, NULL), -ENOENT);
+    void *old = NULL;
+    CHECK_EQ_INT(trie_remove(t, "/hello", 6, &old), 0);
+    CHECK(old == &va);
+    CHECK(seg(t, "/hello", &m) == NULL);
+    CHECK_EQ_INT(add(t, "/hello", &vd), 0); /* a removed prefix can come back */
+    CHECK(seg(t, "/hello/x", &m) == &vd);
     trie_free(t);
 }
 
@@ -197,15 +236,23 @@ static void random_string(char *s, size_t *len, size_t maxlen)
         s[i] = alphabet[rnd() % sizeof(alphabet)];
 }
 
-static long brute_force(const struct entry *e, size_t n, const char *path, size_t len)
+static long brute_force_by(const struct entry *e, size_t n, const char *path, size_t len,
+                           bool segments)
 {
     long best = -1;
     for (size_t i = 0; i < n; i++) {
-        if (e[i].len <= len && memcmp(e[i].s, path, e[i].len) == 0 &&
-            (best < 0 || e[i].len > e[best].len))
+        size_t l = e[i].len;
+        bool boundary = l == len || path[l] == '/' || (l > 0 && e[i].s[l - 1] == '/');
+        if (l <= len && memcmp(e[i].s, path, l) == 0 && (!segments || boundary) &&
+            (best < 0 || l > e[best].len))
             best = (long)i;
     }
     return best;
+}
+
+static long brute_force(const struct entry *e, size_t n, const char *path, size_t len)
+{
+    return brute_force_by(e, n, path, len, false);
 }
 
 TEST(random_against_brute_force)
@@ -253,6 +300,24 @@ TEST(random_against_brute_force)
         }
     }
     CHECK(hits > 1000);
+    /* the same paths by whole segments */
+    hits = 0;
+    for (int i = 0; i < 20000; i++) {
+        char path[MAXLEN + 4];
+        size_t len;
+        random_string(path, &len, sizeof(path));
+        long want = brute_force_by(entries, n, path, len, true);
+        size_t m = SIZE_MAX;
+        void *got = trie_lookup_segments(t, path, len, &m);
+        if (want < 0) {
+            CHECK(got == NULL);
+        } else {
+            hits++;
+            CHECK(got == &entries[want]);
+            CHECK_EQ_INT(m, entries[want].len);
+        }
+    }
+    CHECK(hits > 500);
     /* every registered prefix finds itself */
     for (size_t i = 0; i < n; i++) {
         size_t m = 0;
@@ -284,6 +349,7 @@ int main(void)
 {
     RUN(longest_prefix_wins);
     RUN(no_match_is_null);
+    RUN(segments);
     RUN(duplicate_is_eexist);
     RUN(empty_prefix_matches_everything);
     RUN(null_value_is_a_value);

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "colibri.h"
-#include "files/files.h"
 
 static struct colibri_server *the_server;
 
@@ -26,7 +25,7 @@ static void usage(FILE *f)
             "  -c, --config FILE     config file (default: ./colibri.conf if present)\n"
             "  -l, --listen ADDR:PORT listen here instead of the config's listeners\n"
             "                        (127.0.0.1:8080, [::1]:8080, *:8080); repeatable\n"
-            "  -r, --root DIR        serve DIR at /\n"
+            "  -r, --root DIR        serve DIR at / (instead of the config's /)\n"
             "  -t, --threads N       worker threads (0: one per CPU)\n"
             "  -h, --help            this text\n"
             "  -v, --version         print the version\n");
@@ -104,7 +103,9 @@ int main(int argc, char **argv)
             if (colibri_server_listen(srv, listen[i], err, sizeof(err)) < 0)
                 goto out_error;
     }
-    if (root && files_route(srv, "/", root, err, sizeof(err)) < 0)
+    /* -r replaces whatever the config served at / */
+    if (root && (colibri_server_remove_route(srv, "/"),
+                 colibri_serve_files(srv, "/", root, err, sizeof(err)) < 0))
         goto out_error;
     if (threads >= 0)
         colibri_server_set_threads(srv, (unsigned)threads);

@@ -25,6 +25,15 @@ static inline void strbuf_reset(struct strbuf *sb)
     if (sb->buf)
         sb->buf[0] = '\0';
 }
+/* Empties the buffer, and frees it if it grew beyond keep bytes (for
+ * buffers that are reused: one large answer must not pin its memory). */
+static inline void strbuf_shrink(struct strbuf *sb, size_t keep)
+{
+    if (sb->cap > keep)
+        strbuf_free(sb);
+    else
+        strbuf_reset(sb);
+}
 
 /* Make room for at least n more bytes. */
 int strbuf_reserve(struct strbuf *sb, size_t n);

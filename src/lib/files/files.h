@@ -1,4 +1,22 @@
-/* files.h - the serve_files module: a directory tree under a URL prefix.
+/* files.h - the inside of the serve_files module: a directory tree
+ * under a URL prefix, shared by its three files:
+ *   entry.c   builds cache entries: a file's bytes or fd, its compressed
+ *             variants, ETags and preformatted header lines; listings;
+ *   serve.c   answers a request from an entry (the HTTP layer's
+ *             preconditions and ranges, multipart, directory redirects);
+ *   module.c  the config section, the defaults, colibri_serve_files().
+ *
+ * A request path is a cache key. On a miss the entry is built: the path is
+ * resolved below the root with files_realpath_at(), opened, and then
+ *  - a small file is read into memory once, with a compressed copy per
+ *    coding that pays for its extra header, and goes out in one writev
+ *    together with the response header;
+ *  - a large file keeps its open fd (and those of precompressed siblings)
+ *    and goes out as header (MSG_MORE) + sendfile;
+ *  - a directory without a slash becomes a redirect; with one, its index
+ *    file or a listing.
+ * Each entry carries its header lines preformatted per coding, so a hit
+ * costs a hash lookup, one pass over the request headers and the write.
  *
  * Every lookup is relative to the root directory, opened once, one path
  * component at a time with O_NOFOLLOW, so nothing outside the root can be
@@ -6,14 +24,103 @@
  * and normalised before routing), nor through symbolic links. */
 #pragma once
 
-#include <stddef.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
 
-struct colibri_server;
-struct config_node;
+#include "cache/cache.h"
+#include "colibri.h"
+#include "files/realpath.h"
+#include "http/accept_encoding.h"
 
-/* "serve_files PREFIX { path = DIR ... }"; errors name file and line. */
-int files_route_from_config(struct colibri_server *srv, struct config_node *n, char *err,
-                            size_t errlen);
-/* The same by hand: serve root at prefix with the defaults. */
-int files_route(struct colibri_server *srv, const char *prefix, const char *root, char *err,
-                size_t errlen);
+/* measured (bench/RESULTS.md): from memory with writev is cheaper than
+ * sendfile up to 64 KiB, by ~15% of server CPU at 32 KiB and ~4% at 64 KiB */
+#define SMALL_DEFAULT     (32 * 1024)
+#define CACHE_FOR_DEFAULT 5000
+#define MEMORY_DEFAULT    (256u << 20)
+#define MAX_ENTRIES       16384 /* each may hold a few fds */
+#define MAX_RANGES        16
+#define MULTIPART_MAX     (4u << 20) /* larger multipart answers: the whole file instead */
+#define ETAG_MAX          56
+#define DEFAULT_CHARSET_TYPES                                                                      \
+    "text/html text/plain text/css text/javascript text/markdown text/csv text/xml"
+
+struct files {
+    int root_fd;
+    char *root_abs;
+    char *prefix;
+    size_t prefix_len;
+    char *index;
+    size_t index_len;
+    enum files_follow follow;
+    bool listing;
+    bool precompressed;
+    bool compress;
+    size_t small_max;
+    int64_t expires_s;            /* -1: no Expires header */
+    char *cache_control;          /* "Cache-Control: ...\r\n" or NULL */
+    char *charset_types;          /* " text/html text/plain " (padded with spaces) */
+    unsigned codings;             /* what this instance may answer with */
+    char multipart[80];           /* "multipart/byteranges; boundary=..." */
+    const char *boundary;         /* inside multipart */
+    struct files_listing *lister; /* with listing = true */
+    struct cache *cache;
+    size_t mem_max;          /* file bytes kept in memory at most... */
+    _Atomic size_t mem_used; /* ...and now; beyond, small files go by fd */
+};
+
+/* Bytes shared by the entries of one version of a file. */
+struct blob {
+    _Atomic uint32_t refs;
+    size_t len;
+    char *data;           /* malloc'ed */
+    _Atomic size_t *used; /* the owner's count of bytes in memory */
+};
+
+/* What tells one version of a file from another. */
+struct ident {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtim, ctim;
+};
+
+enum fe_kind {
+    FE_FILE,     /* a file or a listing, in memory or behind an fd */
+    FE_REDIRECT, /* a directory asked for without its slash */
+};
+
+static_assert(1 + 16 + 1 + 16 + 3 + 16 + 1 <= ETAG_MAX, "the longest ETag make_etag() writes");
+
+struct variant {
+    struct blob *body; /* in memory; NULL behind an fd */
+    int fd;            /* -1 when in memory */
+    uint64_t size;
+    bool from_sibling; /* a precompressed file beside the original */
+    struct ident sibling;
+    size_t hdr_off, hdr_len; /* header lines in fentry->hdrs */
+    char etag[ETAG_MAX];
+    uint8_t etag_len;
+};
+
+struct fentry {
+    struct cache_entry base;
+    struct files *f;
+    uint8_t kind;
+    bool large;
+    bool listing;
+    unsigned avail; /* bit per coding with a variant */
+    int64_t mtime;  /* seconds */
+    struct ident id;
+    const char *ctype; /* static, or ctype_buf */
+    char *hdrs;
+    struct variant v[HTTP_CODING_COUNT];
+    char ctype_buf[128];
+};
+
+/* entry.c: creates and destroys entries for the cache (ctx: the struct files). */
+extern const struct cache_ops files_entry_ops;
+
+/* serve.c: the handler; data is the struct files. */
+int files_serve(struct colibri_request *req, struct colibri_response *resp, void *data);

@@ -109,19 +109,8 @@ static inline struct view mkview(const char *p, const char *end)
 
 /* ---- methods -------------------------------------------------------------- */
 
-static const struct view method_names[HTTP_METHOD_COUNT] = {
-    [HTTP_GET] = VIEW_LIT("GET"),       [HTTP_HEAD] = VIEW_LIT("HEAD"),
-    [HTTP_POST] = VIEW_LIT("POST"),     [HTTP_PUT] = VIEW_LIT("PUT"),
-    [HTTP_DELETE] = VIEW_LIT("DELETE"), [HTTP_OPTIONS] = VIEW_LIT("OPTIONS"),
-    [HTTP_PATCH] = VIEW_LIT("PATCH"),   [HTTP_TRACE] = VIEW_LIT("TRACE"),
-};
-
-struct view http_method_name(enum http_method m)
-{
-    if ((unsigned)m >= HTTP_METHOD_COUNT)
-        return (struct view){.p = NULL, .len = 0};
-    return method_names[m];
-}
+/* The recogniser below must agree with COLIBRI_METHODS in colibri.h:
+ * tests/unit/test_parser.c parses every name of that list. */
 
 /* Methods are case-sensitive (RFC 9110 9.1): "get" is simply unknown. */
 static int method_lookup(const char *m, size_t n)
@@ -129,29 +118,29 @@ static int method_lookup(const char *m, size_t n)
     switch (n) {
     case 3:
         if (memcmp(m, "GET", 3) == 0)
-            return HTTP_GET;
+            return COLIBRI_GET;
         if (memcmp(m, "PUT", 3) == 0)
-            return HTTP_PUT;
+            return COLIBRI_PUT;
         break;
     case 4:
         if (memcmp(m, "HEAD", 4) == 0)
-            return HTTP_HEAD;
+            return COLIBRI_HEAD;
         if (memcmp(m, "POST", 4) == 0)
-            return HTTP_POST;
+            return COLIBRI_POST;
         break;
     case 5:
         if (memcmp(m, "PATCH", 5) == 0)
-            return HTTP_PATCH;
+            return COLIBRI_PATCH;
         if (memcmp(m, "TRACE", 5) == 0)
-            return HTTP_TRACE;
+            return COLIBRI_TRACE;
         break;
     case 6:
         if (memcmp(m, "DELETE", 6) == 0)
-            return HTTP_DELETE;
+            return COLIBRI_DELETE;
         break;
     case 7:
         if (memcmp(m, "OPTIONS", 7) == 0)
-            return HTTP_OPTIONS;
+            return COLIBRI_OPTIONS;
         break;
     }
     return -1;
@@ -314,7 +303,7 @@ static int split_target(struct http_head *h, const char *t, size_t n)
     if (t[0] == '/') {
         h->path = mkview(t, path_end);
     } else if (n == 1 && t[0] == '*') {
-        if (h->method != HTTP_OPTIONS)
+        if (h->method != COLIBRI_OPTIONS)
             return -400;
         h->path = mkview(t, end);
         h->query = mkview(end, end);
@@ -448,7 +437,7 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
     int method = method_lookup(m, head->method_str.len);
     if (method < 0)
         return -501;
-    head->method = (enum http_method)method;
+    head->method = (enum colibri_method)method;
     head->host = mkview(t, t);
     int rc = split_target(head, t, tlen);
     if (rc < 0)

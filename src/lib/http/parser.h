@@ -26,19 +26,10 @@
 #include <sys/types.h>
 
 #include "base/common.h"
+#include "colibri.h"
 
-enum http_method {
-    HTTP_GET = 0,
-    HTTP_HEAD,
-    HTTP_POST,
-    HTTP_PUT,
-    HTTP_DELETE,
-    HTTP_OPTIONS,
-    HTTP_PATCH,
-    HTTP_TRACE,
-    HTTP_METHOD_COUNT
-};
-#define HTTP_METHOD_BIT(m) (1u << (m))
+/* Methods are colibri's (COLIBRI_METHODS in colibri.h): the parser
+ * recognises exactly that list. */
 
 enum http_head_flags {
     HTTP_F_CHUNKED = 1u << 0,         /* Transfer-Encoding: chunked */
@@ -65,7 +56,7 @@ struct http_head {
     struct view headers;    /* the raw field lines: from the first one up to and including
                                the CRLF of the last (empty if there are none) */
     int64_t content_length; /* -1 when absent */
-    enum http_method method;
+    enum colibri_method method;
     uint8_t version_minor; /* 0 or 1 (1.x with x > 1 is treated as 1.1) */
     uint16_t flags;        /* enum http_head_flags */
 };
@@ -115,6 +106,3 @@ struct http_chunked {
 #define HTTP_CHUNKED_MAX_TRAILERS 8192
 
 ssize_t http_chunked_decode(struct http_chunked *st, char *buf, size_t len, size_t *payload);
-
-/* "GET" etc. for a method; NULL out of range. */
-struct view http_method_name(enum http_method m);

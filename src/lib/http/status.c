@@ -1,6 +1,6 @@
 /* Status lines and error pages, prebuilt at compile time from the generated
  * table: sending one is a memcpy. */
-#include "http/server.h"
+#include "http/status.h"
 #include "status_table.h"
 
 struct status_entry {

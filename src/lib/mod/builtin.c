@@ -1,5 +1,6 @@
 /* The built-in handlers: hello_world and echo. */
-#include "http/server.h"
+#include "base/common.h"
+#include "server/builtin.h"
 
 /* "Hello, World!", or "Hello, NAME!" for ?name=NAME */
 static int hello_world(struct colibri_request *req, struct colibri_response *resp, void *data)
@@ -29,22 +30,20 @@ static int echo(struct colibri_request *req, struct colibri_response *resp, void
         colibri_resp_append(resp, body.p, body.len);
         return 200;
     }
-    static const char *const names[] = {"GET",    "HEAD",    "POST",  "PUT",
-                                        "DELETE", "OPTIONS", "PATCH", "TRACE"};
     struct colibri_str target = colibri_req_target(req), headers = colibri_req_headers_raw(req);
-    colibri_resp_printf(resp, "%s %.*s HTTP/1.%d\r\n", names[colibri_req_method(req)],
+    colibri_resp_printf(resp, "%s %.*s HTTP/1.%d\r\n", colibri_method_name(colibri_req_method(req)),
                         (int)target.len, target.p, colibri_req_http_minor(req));
     colibri_resp_append(resp, headers.p, headers.len);
     return 200;
 }
 
-const struct colibri_handler colibri_builtin_handlers[] = {
-    {.name = "hello_world", .fn = hello_world},
-    {.name = "echo",
-     .fn = echo,
-     .methods = COLIBRI_M(COLIBRI_GET) | COLIBRI_M(COLIBRI_HEAD) | COLIBRI_M(COLIBRI_POST) |
-                COLIBRI_M(COLIBRI_PUT) | COLIBRI_M(COLIBRI_DELETE) | COLIBRI_M(COLIBRI_OPTIONS) |
-                COLIBRI_M(COLIBRI_PATCH),
-     .needs = COLIBRI_NEED_BODY},
+BUILTIN_HANDLER(hello_world) = {.name = "hello_world", .fn = hello_world};
+
+BUILTIN_HANDLER(echo) = {
+    .name = "echo",
+    .fn = echo,
+    .methods = COLIBRI_M(COLIBRI_GET) | COLIBRI_M(COLIBRI_HEAD) | COLIBRI_M(COLIBRI_POST) |
+               COLIBRI_M(COLIBRI_PUT) | COLIBRI_M(COLIBRI_DELETE) | COLIBRI_M(COLIBRI_OPTIONS) |
+               COLIBRI_M(COLIBRI_PATCH),
+    .needs = COLIBRI_NEED_BODY,
 };
-const unsigned colibri_n_builtin_handlers = N_ELEMENTS(colibri_builtin_handlers);

@@ -1,4 +1,4 @@
-#include "trie.h"
+#include "route/trie.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -165,14 +165,22 @@ int trie_add(struct trie *t, const char *prefix, size_t len, void *value)
     }
 }
 
-void *trie_lookup(const struct trie *t, const char *path, size_t len, size_t *matched)
+/* Whether a prefix of path that ends at pos ends at a segment boundary:
+ * the whole path, a prefix followed by '/', or a prefix ending in '/'. */
+static inline bool at_boundary(const char *path, size_t len, size_t pos)
+{
+    return pos == len || path[pos] == '/' || (pos > 0 && path[pos - 1] == '/');
+}
+
+static inline void *lookup(const struct trie *t, const char *path, size_t len, size_t *matched,
+                           bool segments)
 {
     const struct trie_node *n = t->root;
     const struct trie_node *best = NULL;
     size_t pos = 0, best_len = 0;
 
     for (;;) {
-        if (n->has_value) {
+        if (n->has_value && (!segments || at_boundary(path, len, pos))) {
             best = n;
             best_len = pos;
         }
@@ -189,4 +197,34 @@ void *trie_lookup(const struct trie *t, const char *path, size_t len, size_t *ma
     if (matched)
         *matched = best_len;
     return best->value;
+}
+
+void *trie_lookup(const struct trie *t, const char *path, size_t len, size_t *matched)
+{
+    return lookup(t, path, len, matched, false);
+}
+
+void *trie_lookup_segments(const struct trie *t, const char *path, size_t len, size_t *matched)
+{
+    return lookup(t, path, len, matched, true);
+}
+
+int trie_remove(struct trie *t, const char *prefix, size_t len, void **value)
+{
+    struct trie_node *n = t->root;
+    size_t pos = 0;
+    while (pos < len) {
+        struct trie_node *kid = node_kid(n, (unsigned char)prefix[pos], NULL);
+        if (!kid || kid->len > len - pos || memcmp(kid->label, prefix + pos, kid->len) != 0)
+            return -ENOENT;
+        pos += kid->len;
+        n = kid;
+    }
+    if (!n->has_value)
+        return -ENOENT;
+    if (value)
+        *value = n->value;
+    n->value = NULL;
+    n->has_value = false;
+    return 0;
 }

@@ -1,5 +1,7 @@
-/* conn.h - the connection table entry and the context of an active
- * connection.
+/* conn.h - a connection as the runtime sees it: a socket, two buffers, a
+ * coroutine and a deadline. What the bytes mean belongs to the protocol
+ * above (struct conn_proto), which keeps its own state in a slot of the
+ * connection context that the runtime allocates and never looks into.
  *
  * conns[fd] is one 32-byte entry per possible file descriptor, allocated once
  * at start-up for the raised fd limit; the fd is the index and is never
@@ -10,9 +12,12 @@
  */
 #pragma once
 
+#include <stdalign.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
-#include "base/arena.h"
 #include "base/common.h"
 #include "base/strbuf.h"
 #include "rt/coro.h"
@@ -31,15 +36,43 @@ struct conn {
     uint32_t prev, next;  /* timeout queue links: fds, TQ_NIL for none */
     uint32_t deadline;    /* worker clock, seconds */
     uint16_t flags;
-    uint16_t worker;      /* index of the owning worker */
-    uint64_t activations; /* times bytes woke it from idle (statistics) */
+    uint16_t worker; /* index of the owning worker */
+    uint8_t pad[8];  /* to half a cache line: see the assertion */
 };
+/* Workers take neighbouring fds in pairs, so a pair of entries filling one
+ * cache line is never written by two threads. */
 static_assert(sizeof(struct conn) == 32, "two connection entries per cache line");
 
 /* What a suspended connection coroutine waits for (the value it yields). */
 enum conn_wait {
     CONN_WAIT_READ = 1,
     CONN_WAIT_WRITE = 2,
+};
+
+/* What the protocol's run() tells the runtime when it returns. */
+enum conn_verdict {
+    CONN_KEEP,   /* everything buffered was answered: idle until more bytes come */
+    CONN_CLOSE,  /* send what is buffered, then close */
+    CONN_LINGER, /* the same, but drain what the client still sends first, so
+                    the close does not reset the connection under the answer */
+};
+
+/* The protocol spoken on a connection. Every hook runs on the worker thread
+ * that owns the connection; run() runs inside its coroutine and may use the
+ * I/O wrappers below, the others must not block. */
+struct conn_proto {
+    size_t state_size; /* the slot conn_state() returns; zeroed once, at allocation */
+    enum conn_verdict (*run)(struct conn_ctx *ctx);
+    /* The request timeout passed while run() waited for input: last words
+     * (best effort, non-blocking) before the runtime closes. Optional. */
+    void (*on_timeout)(struct conn_ctx *ctx);
+    /* Whether a connection waiting for input is between requests, so a
+     * graceful stop may close it at once. */
+    bool (*between_requests)(const struct conn_ctx *ctx);
+    /* The context goes back to the pool (recycle) or is freed (destroy):
+     * release or shrink what the state holds. Optional. */
+    void (*recycle)(struct conn_ctx *ctx);
+    void (*destroy)(struct conn_ctx *ctx);
 };
 
 /* Everything an active connection needs, pooled per worker thread. */
@@ -49,18 +82,50 @@ struct conn_ctx {
     int fd;
     bool last_read_full; /* more input may wait: the last read filled the buffer,
                             or bytes arrived while we were writing */
-    bool new_deadline;   /* a request finished or made progress: the next wait
-                            for input gets a fresh request timeout */
-    bool closing;        /* answer with Connection: close, then close */
-    bool lingering;      /* close after draining the client's unread bytes */
-    bool mid_request;    /* part of a request is buffered or being read (408 on timeout) */
+    bool new_deadline;   /* the next wait for input gets a fresh request timeout */
     uint8_t waiting;     /* enum conn_wait while suspended */
+    uint8_t verdict;     /* enum conn_verdict, once run() returned */
     char *in;            /* request bytes: [in_pos, in_len) not consumed yet */
     size_t in_pos, in_len, in_cap;
-    struct strbuf out;     /* response bytes not written yet (pipelining) */
-    struct strbuf body;    /* the response body a handler fills */
-    struct strbuf hdrs;    /* extra response header lines a handler adds */
-    struct strbuf reqbody; /* the request body, once a handler asked for it */
-    struct arena arena;    /* per-request scratch: decoded path, query values */
+    struct strbuf out; /* response bytes not written yet (pipelining) */
     struct conn_ctx *next_free;
+    alignas(16) unsigned char state[]; /* the protocol's, state_size bytes */
 };
+
+static inline void *conn_state(const struct conn_ctx *ctx)
+{
+    return (void *)ctx->state;
+}
+
+/* The coroutine every connection runs: the protocol's run(), then what its
+ * verdict asks for. */
+void conn_coro_main(struct coro *coro, void *arg);
+
+/* --- for the protocol, inside the connection coroutine ------------------ */
+
+/* The I/O wrappers look synchronous: on EAGAIN they yield until epoll says
+ * the socket is ready. A fatal error (reset, broken pipe) aborts the
+ * coroutine: its defers run and the worker closes the connection.
+ *
+ * conn_read() appends to ctx->in; returns the byte count, 0 at end of
+ * stream, or -EAGAIN when may_idle is set and nothing is there (the caller
+ * then returns CONN_KEEP so the connection goes idle without a stack). */
+ssize_t conn_read(struct conn_ctx *ctx, bool may_idle);
+/* Moves the unconsumed input to the start of the buffer. */
+void conn_compact(struct conn_ctx *ctx);
+/* Writes all of iov (modifies it). */
+void conn_writev(struct conn_ctx *ctx, struct iovec *iov, int iovcnt);
+void conn_write(struct conn_ctx *ctx, const void *p, size_t len);
+/* Like conn_write, telling the kernel more follows (MSG_MORE). */
+void conn_write_more(struct conn_ctx *ctx, const void *p, size_t len);
+/* Sends ctx->out and empties it. */
+void conn_flush(struct conn_ctx *ctx);
+/* Sends ctx->out followed by len bytes at p, in one writev. */
+void conn_flush_with(struct conn_ctx *ctx, const void *p, size_t len);
+/* sendfile() of len bytes from offset; the header must have gone first. */
+void conn_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len);
+/* Input made progress: the next wait for input gets a fresh request timeout. */
+static inline void conn_progress(struct conn_ctx *ctx)
+{
+    ctx->new_deadline = true;
+}

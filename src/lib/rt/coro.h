@@ -39,7 +39,6 @@ struct coro {
     struct coro_arch caller; /* the resumer's registers while running */
     coro_fn fn;
     void *arg;
-    void *data; /* free for the owner (e.g. the connection) */
     struct coro_defer *defers;
     unsigned n_defers, cap_defers;
     int yielded;

@@ -1,3 +1,5 @@
+/* worker.c - the worker thread's loop: accept, wake coroutines on
+ * readiness, expire timeouts, stop gracefully. */
 #include "rt/worker.h"
 
 #include <errno.h>
@@ -9,9 +11,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <sys/sendfile.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "base/common.h"
@@ -42,14 +42,13 @@ static void update_clocks(struct worker *w)
 
 static void ctx_destroy(struct conn_ctx *ctx)
 {
+    const struct conn_proto *proto = ctx->worker->cfg->proto;
+    if (proto->destroy)
+        proto->destroy(ctx);
     coro_free(ctx->coro);
     if (ctx->in)
         munmap(ctx->in, ctx->in_cap);
     strbuf_free(&ctx->out);
-    strbuf_free(&ctx->body);
-    strbuf_free(&ctx->hdrs);
-    strbuf_free(&ctx->reqbody);
-    arena_free(&ctx->arena);
     free(ctx);
 }
 
@@ -61,9 +60,11 @@ static struct conn_ctx *ctx_get(struct worker *w)
         w->n_free_ctx--;
         return ctx;
     }
-    ctx = ALLOC_INIT(struct conn_ctx, {.worker = w, .fd = -1});
+    ctx = calloc(1, sizeof(*ctx) + w->cfg->proto->state_size);
     if (!ctx)
         return NULL;
+    ctx->worker = w;
+    ctx->fd = -1;
     /* mapped, not malloc()ed: after a burst of connections, the pages of
      * the contexts the pool does not keep go back to the system at once
      * instead of staying in the heap */
@@ -72,20 +73,12 @@ static struct conn_ctx *ctx_get(struct worker *w)
     if (ctx->in == MAP_FAILED)
         ctx->in = NULL;
     ctx->in_cap = w->cfg->in_cap;
-    ctx->coro = coro_new(w->cfg->stack_size, w->cfg->conn_main, ctx);
+    ctx->coro = coro_new(w->cfg->stack_size, conn_coro_main, ctx);
     if (!ctx->in || !ctx->coro) {
         ctx_destroy(ctx);
         return NULL;
     }
     return ctx;
-}
-
-static void shrink(struct strbuf *sb)
-{
-    if (sb->cap > KEEP_BUF_MAX)
-        strbuf_free(sb);
-    else
-        strbuf_reset(sb);
 }
 
 static void ctx_put(struct worker *w, struct conn_ctx *ctx)
@@ -94,11 +87,9 @@ static void ctx_put(struct worker *w, struct conn_ctx *ctx)
         ctx_destroy(ctx);
         return;
     }
-    shrink(&ctx->out);
-    shrink(&ctx->body);
-    shrink(&ctx->hdrs);
-    shrink(&ctx->reqbody);
-    arena_reset(&ctx->arena);
+    strbuf_shrink(&ctx->out, KEEP_BUF_MAX);
+    if (w->cfg->proto->recycle)
+        w->cfg->proto->recycle(ctx);
     ctx->fd = -1;
     ctx->next_free = w->free_ctx;
     w->free_ctx = ctx;
@@ -116,7 +107,7 @@ static void conn_close(struct worker *w, int fd)
         struct conn_ctx *ctx = c->ctx;
         c->ctx = NULL;
         /* runs the defers of a coroutine that was suspended mid-request */
-        coro_reset(ctx->coro, w->cfg->conn_main, ctx);
+        coro_reset(ctx->coro, conn_coro_main, ctx);
         ctx_put(w, ctx);
     }
     c->flags = 0;
@@ -159,7 +150,7 @@ static void after_resume(struct worker *w, int fd, int r)
             conn_close(w, fd);
         return;
     }
-    if (r == CORO_ABORTED || ctx->closing || w->stopping) {
+    if (r == CORO_ABORTED || ctx->verdict != CONN_KEEP || w->stopping) {
         conn_close(w, fd);
         return;
     }
@@ -185,11 +176,11 @@ static void conn_start(struct worker *w, int fd)
     ctx->fd = fd;
     ctx->in_pos = ctx->in_len = 0;
     ctx->last_read_full = true; /* nothing read yet: there may be bytes */
-    ctx->closing = ctx->lingering = ctx->mid_request = ctx->new_deadline = false;
+    ctx->new_deadline = false;
     ctx->waiting = 0;
-    coro_reset(ctx->coro, w->cfg->conn_main, ctx);
+    ctx->verdict = CONN_KEEP;
+    coro_reset(ctx->coro, conn_coro_main, ctx);
     c->ctx = ctx;
-    c->activations++;
     /* the connection stays in the idle queue while its request runs
      * without waiting: most finish before they could time out */
     after_resume(w, fd, coro_resume(ctx->coro));
@@ -345,8 +336,8 @@ static void expire(struct worker *w)
         conn_close(w, (int)fd);
     while ((fd = tq_expired(&w->req_q, w->now)) != TQ_NIL) {
         struct conn_ctx *ctx = w->conns[fd].ctx;
-        if (ctx && ctx->mid_request && ctx->waiting == CONN_WAIT_READ && w->cfg->on_request_timeout)
-            w->cfg->on_request_timeout(w, (int)fd);
+        if (ctx && ctx->waiting == CONN_WAIT_READ && w->cfg->proto->on_timeout)
+            w->cfg->proto->on_timeout(ctx);
         conn_close(w, (int)fd);
     }
 }
@@ -366,7 +357,7 @@ static void begin_stop(struct worker *w)
     for (fd = w->req_q.head; fd != TQ_NIL;) {
         uint32_t next = w->conns[fd].next;
         struct conn_ctx *ctx = w->conns[fd].ctx;
-        if (!ctx || (!ctx->mid_request && ctx->waiting == CONN_WAIT_READ))
+        if (!ctx || (ctx->waiting == CONN_WAIT_READ && w->cfg->proto->between_requests(ctx)))
             conn_close(w, (int)fd);
         fd = next;
     }
@@ -477,120 +468,4 @@ void worker_destroy(struct worker *w)
         close(w->wake_fd);
     if (w->spare_fd >= 0)
         close(w->spare_fd);
-}
-
-/* --- I/O wrappers (run inside the connection coroutine) ------------------- */
-
-static void wait_for(struct conn_ctx *ctx, int what)
-{
-    coro_yield(ctx->coro, what);
-    ctx->waiting = 0;
-}
-
-/* After a failed call: wait for readiness on EAGAIN, retry at once on EINTR,
- * give up on the connection for anything else. */
-static void retry_or_abort(struct conn_ctx *ctx, int wait)
-{
-    if (errno == EAGAIN)
-        wait_for(ctx, wait);
-    else if (errno != EINTR)
-        coro_abort(ctx->coro);
-}
-
-ssize_t conn_read(struct conn_ctx *ctx, bool may_idle)
-{
-    for (;;) {
-        size_t space = ctx->in_cap - ctx->in_len;
-        ssize_t n = read(ctx->fd, ctx->in + ctx->in_len, space);
-        if (n > 0) {
-            ctx->in_len += (size_t)n;
-            ctx->last_read_full = (size_t)n == space;
-            return n;
-        }
-        if (n == 0)
-            return 0;
-        if (errno == EAGAIN) {
-            ctx->last_read_full = false;
-            if (may_idle)
-                return -EAGAIN;
-            /* answers to earlier pipelined requests must not wait for
-             * (or die with) a later request that is slow to arrive */
-            conn_flush(ctx);
-            wait_for(ctx, CONN_WAIT_READ);
-            continue;
-        }
-        if (errno == EINTR)
-            continue;
-        coro_abort(ctx->coro);
-    }
-}
-
-void conn_writev(struct conn_ctx *ctx, struct iovec *iov, int iovcnt)
-{
-    while (iovcnt > 0) {
-        ssize_t n = writev(ctx->fd, iov, iovcnt);
-        if (n < 0) {
-            retry_or_abort(ctx, CONN_WAIT_WRITE);
-            continue;
-        }
-        while (iovcnt > 0 && (size_t)n >= iov->iov_len) {
-            n -= (ssize_t)iov->iov_len;
-            iov++;
-            iovcnt--;
-        }
-        if (iovcnt > 0) {
-            iov->iov_base = (char *)iov->iov_base + n;
-            iov->iov_len -= (size_t)n;
-        }
-    }
-}
-
-void conn_write(struct conn_ctx *ctx, const void *p, size_t len)
-{
-    struct iovec iov = {.iov_base = (void *)p, .iov_len = len};
-    conn_writev(ctx, &iov, 1);
-}
-
-void conn_write_more(struct conn_ctx *ctx, const void *p, size_t len)
-{
-    const char *c = p;
-    while (len > 0) {
-        ssize_t n = send(ctx->fd, c, len, MSG_MORE | MSG_NOSIGNAL);
-        if (n < 0) {
-            retry_or_abort(ctx, CONN_WAIT_WRITE);
-            continue;
-        }
-        c += n;
-        len -= (size_t)n;
-    }
-}
-
-void conn_flush(struct conn_ctx *ctx)
-{
-    if (!ctx->out.len)
-        return;
-    conn_write(ctx, ctx->out.buf, ctx->out.len);
-    strbuf_reset(&ctx->out);
-}
-
-void conn_flush_last(struct conn_ctx *ctx)
-{
-    if (!ctx->out.len)
-        return;
-    conn_write_more(ctx, ctx->out.buf, ctx->out.len);
-    strbuf_reset(&ctx->out);
-}
-
-void conn_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = sendfile(ctx->fd, file_fd, &offset, len);
-        if (n < 0) {
-            retry_or_abort(ctx, CONN_WAIT_WRITE);
-            continue;
-        }
-        if (n == 0)
-            coro_abort(ctx->coro); /* the file shrank under us */
-        len -= (size_t)n;
-    }
 }

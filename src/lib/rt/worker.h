@@ -1,5 +1,6 @@
 /* worker.h - one worker thread: its epoll, its listening sockets, its
- * timeout queues and its pool of connection contexts.
+ * timeout queues and its pool of connection contexts. It moves bytes and
+ * keeps time; the protocol (struct conn_proto) gives them meaning.
  *
  * A worker owns the connections it accepted (each worker has its own
  * SO_REUSEPORT socket per listener, so no fd ever crosses threads) and runs
@@ -22,16 +23,13 @@
 struct worker;
 
 struct worker_cfg {
-    uint32_t keep_alive_s;      /* idle connection timeout */
-    uint32_t request_timeout_s; /* a request must be complete by then */
-    size_t in_cap;              /* request buffer per active connection */
-    size_t stack_size;          /* coroutine stack */
-    unsigned max_free_ctx;      /* pooled contexts kept per worker */
-    uint32_t shutdown_grace_s;  /* in-flight requests get this long at shutdown */
-    coro_fn conn_main;          /* the connection coroutine: fn(coro, struct conn_ctx *) */
-    /* called for a connection whose request timed out while incomplete */
-    void (*on_request_timeout)(struct worker *w, int fd);
-    void *owner; /* the server, for conn_main */
+    uint32_t keep_alive_s;          /* idle connection timeout */
+    uint32_t request_timeout_s;     /* a request must be complete by then */
+    size_t in_cap;                  /* request buffer per active connection */
+    size_t stack_size;              /* coroutine stack */
+    unsigned max_free_ctx;          /* pooled contexts kept per worker */
+    uint32_t shutdown_grace_s;      /* in-flight requests get this long at shutdown */
+    const struct conn_proto *proto; /* what every connection speaks */
 };
 
 /* Handed-over fds: one producer (the acceptor thread), one consumer (the
@@ -53,11 +51,9 @@ struct worker {
     int *listen_fds;
     unsigned n_listen;
     struct tq idle_q, req_q;
-    uint32_t now;     /* seconds since the worker started (monotonic) */
-    time_t wall_time; /* UTC seconds, as of the last wake-up */
-    /* the HTTP layer's Date header, formatted once per second of wall_time */
-    time_t date_time;  /* the second date_hdr shows */
-    char date_hdr[48]; /* "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n" */
+    uint32_t now;      /* seconds since the worker started (monotonic) */
+    time_t wall_time;  /* UTC seconds, as of the last wake-up */
+    void *proto_state; /* the protocol's per-worker slot: conn_worker_state() */
     struct conn_ctx *free_ctx;
     unsigned n_free_ctx;
     uint32_t n_conns;
@@ -83,26 +79,22 @@ void worker_wake(struct worker *w);
 void acceptor_run(struct worker *workers, unsigned n, const int *listen_fds, unsigned n_listen,
                   int wake_fd, volatile int *stop);
 
-/* --- for the connection coroutine --------------------------------------- */
+/* --- for the protocol ------------------------------------------------------ */
 
-/* The I/O wrappers look synchronous: on EAGAIN they yield until epoll says
- * the socket is ready. A fatal error (reset, broken pipe) aborts the
- * coroutine: its defers run and the worker closes the connection.
- *
- * conn_read() appends to ctx->in; returns the byte count, 0 at end of
- * stream, or -EAGAIN when may_idle is set and nothing is there (the caller
- * then ends the coroutine so the connection goes idle without a stack). */
-ssize_t conn_read(struct conn_ctx *ctx, bool may_idle);
-/* Writes all of iov (modifies it). */
-void conn_writev(struct conn_ctx *ctx, struct iovec *iov, int iovcnt);
-void conn_write(struct conn_ctx *ctx, const void *p, size_t len);
-/* Like conn_write, telling the kernel more follows (MSG_MORE). */
-void conn_write_more(struct conn_ctx *ctx, const void *p, size_t len);
-/* Sends ctx->out and empties it. */
-void conn_flush(struct conn_ctx *ctx);
-/* The same before the connection closes: the bytes wait (MSG_MORE) for the
- * FIN that shutdown() or close() adds, and both leave in one segment. Only
- * for a connection that is certain to close next. */
-void conn_flush_last(struct conn_ctx *ctx);
-/* sendfile() of len bytes from offset; the header must have gone first. */
-void conn_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len);
+/* Whether the worker was asked to stop: answers should close. Read with
+ * stop_requested, not stopping: a request can finish in the same epoll
+ * batch as the wake-up that will begin the stop. */
+static inline bool conn_stopping(const struct conn_ctx *ctx)
+{
+    return atomic_load_explicit(&ctx->worker->stop_requested, memory_order_relaxed);
+}
+/* The protocol's per-worker slot (proto_state, set before the thread starts). */
+static inline void *conn_worker_state(const struct conn_ctx *ctx)
+{
+    return ctx->worker->proto_state;
+}
+/* UTC seconds as of the worker's last wake-up (no system call). */
+static inline time_t conn_wall_time(const struct conn_ctx *ctx)
+{
+    return ctx->worker->wall_time;
+}

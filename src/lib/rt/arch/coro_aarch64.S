@@ -4,6 +4,7 @@
  * 96-159, FPCR at 160, 168 unused. */
         .text
         .globl  coro_arch_swap
+        .hidden coro_arch_swap
         .type   coro_arch_swap, %function
 /* void coro_arch_swap(struct coro_arch *from, struct coro_arch *to) */
 coro_arch_swap:
@@ -42,6 +43,7 @@ coro_arch_swap:
 
 /* coro_arch_make() left the argument in x19 and entry in x20. */
         .globl  coro_arch_trampoline
+        .hidden coro_arch_trampoline
         .type   coro_arch_trampoline, %function
 coro_arch_trampoline:
         mov     x0, x19

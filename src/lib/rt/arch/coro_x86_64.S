@@ -5,6 +5,7 @@
  * return address. */
         .text
         .globl  coro_arch_swap
+        .hidden coro_arch_swap
         .type   coro_arch_swap, @function
 /* void coro_arch_swap(struct coro_arch *from, struct coro_arch *to) */
 coro_arch_swap:
@@ -34,6 +35,7 @@ coro_arch_swap:
 /* First code run on a new stack: coro_arch_make() left entry in r13 and
  * its argument in r12. The stack is 16-byte aligned here, as a call wants. */
         .globl  coro_arch_trampoline
+        .hidden coro_arch_trampoline
         .type   coro_arch_trampoline, @function
 coro_arch_trampoline:
         movq    %r12, %rdi

@@ -1,0 +1,239 @@
+/* conn.c - the life of an HTTP connection, as the runtime's protocol:
+ * read, parse, route, call the handler, answer; again while the client
+ * keeps the connection alive and has bytes for us. When the buffer runs
+ * dry, run() returns CONN_KEEP, so an idle connection holds no stack. */
+#include "http/http.h"
+
+#include <errno.h>
+#include <sys/socket.h>
+
+#include "http/request.h"
+#include "http/status.h"
+#include "route/trie.h"
+#include "rt/worker.h"
+#include "tpl/tpl.h"
+
+/* Pipelined responses are sent once this much is waiting. */
+#define OUT_FLUSH_AT (64 * 1024)
+/* Per-connection buffers above this size are not kept in the pool. */
+#define KEEP_BUF_MAX (64 * 1024)
+
+static int dispatch(struct colibri_request *req, struct colibri_response *resp)
+{
+    const struct http_head *head = req->head;
+    struct http_conn *hc = req->hc;
+
+    if (head->flags & HTTP_F_ASTERISK) { /* OPTIONS * */
+        http_allow_header(&hc->hdrs, (1u << COLIBRI_METHOD_COUNT) - 1);
+        return 204;
+    }
+    int r = http_decode_path(req);
+    if (r) {
+        hc->closing = true; /* a malformed request: never guess at the rest */
+        return r;
+    }
+    const struct http_route *route =
+        trie_lookup_segments(req->cfg->routes, req->path.p, req->path.len, NULL);
+    if (!route)
+        return 404;
+    const struct colibri_handler *h = route->handler;
+    unsigned allowed = h->methods ? h->methods : COLIBRI_M(COLIBRI_GET);
+    if (allowed & COLIBRI_M(COLIBRI_GET))
+        allowed |= COLIBRI_M(COLIBRI_HEAD);
+    if (!(allowed & COLIBRI_M(head->method))) {
+        http_allow_header(&hc->hdrs, allowed | COLIBRI_M(COLIBRI_OPTIONS));
+        return head->method == COLIBRI_OPTIONS ? 204 : 405;
+    }
+    resp->head_only = head->method == COLIBRI_HEAD;
+    req->needs = h->needs;
+    /* a handler that reads the body gets it whole, or never runs */
+    if ((h->needs & COLIBRI_NEED_BODY) && (r = http_body_pump(req, true)))
+        return r;
+    return h->fn(req, resp, route->data);
+}
+
+/* One request, head already parsed. Returns false when the connection
+ * must close. */
+static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_head *head,
+                   size_t head_len)
+{
+    struct http_worker *hw = conn_worker_state(ctx);
+    struct colibri_request req = {
+        .ctx = ctx,
+        .hc = hc,
+        .hw = hw,
+        .cfg = hw->cfg,
+        .head = head,
+        .head_at = ctx->in + ctx->in_pos,
+        .head_len = head_len,
+    };
+    struct colibri_response resp = {.req = &req, .mime = "text/plain"};
+
+    arena_reset(&hc->arena);
+    strbuf_reset(&hc->body);
+    strbuf_reset(&hc->hdrs);
+    strbuf_reset(&hc->reqbody);
+    ctx->in_pos += head_len;
+
+    bool keep_alive = head->version_minor ? !(head->flags & HTTP_F_CONN_CLOSE)
+                                          : (head->flags & HTTP_F_CONN_KEEP_ALIVE);
+    if (!keep_alive)
+        hc->closing = true;
+    if (head->flags & HTTP_F_CHUNKED) {
+        req.body_kind = BODY_CHUNKED;
+    } else if (head->content_length > 0) {
+        req.body_kind = BODY_LENGTH;
+        req.body_left = (uint64_t)head->content_length;
+    }
+
+    unsigned mark = coro_defer_mark(ctx->coro);
+    int status = dispatch(&req, &resp);
+    coro_defer_run_to(ctx->coro, mark);
+    http_skip_body(&req);
+
+    if (resp.streaming) {
+        if (resp.chunked && !resp.head_only)
+            strbuf_append(&ctx->out, "0\r\n\r\n", 5);
+    } else if (!resp.sent) {
+        http_write_response(&req, &resp, status);
+    }
+    if (ctx->out.len >= OUT_FLUSH_AT)
+        conn_flush(ctx);
+    conn_progress(ctx); /* the next request gets its own timeout */
+    return !hc->closing;
+}
+
+/* Parses the next request head, reading as needed. Returns its length, 0
+ * when the connection should go idle or close (hc->closing), or -status. */
+static ssize_t next_head(struct conn_ctx *ctx, struct http_conn *hc,
+                         const struct http_limits *limits, struct http_head *head)
+{
+    bool parse = true;
+    for (;;) {
+        size_t avail = ctx->in_len - ctx->in_pos;
+        hc->mid_request = avail > 0; /* a timeout now deserves a 408 */
+        if (avail && parse) {
+            ssize_t r = http_parse_head(ctx->in + ctx->in_pos, avail, limits, head);
+            if (r != 0)
+                return r;
+            conn_compact(ctx);
+        } else if (!avail) {
+            ctx->in_pos = ctx->in_len = 0;
+        }
+        /* responses to what we have leave before we wait for more */
+        conn_flush(ctx);
+        bool idle = avail == 0;
+        if (idle && !ctx->last_read_full)
+            return 0;
+        if (ctx->in_len == ctx->in_cap)
+            return -431;
+        ssize_t n = conn_read(ctx, idle);
+        if (n == -EAGAIN)
+            return 0;
+        if (n == 0) {
+            hc->closing = true;
+            return 0;
+        }
+        /* A head ends with a line feed: bytes without one cannot complete
+         * it, so a head trickled in tiny pieces is not rescanned from its
+         * start for every piece (the size limit is still checked). */
+        parse = memchr(ctx->in + ctx->in_len - n, '\n', (size_t)n) ||
+                ctx->in_len - ctx->in_pos > limits->max_head;
+    }
+}
+
+static enum conn_verdict run(struct conn_ctx *ctx)
+{
+    struct http_conn *hc = conn_state(ctx);
+    const struct http_worker *hw = conn_worker_state(ctx);
+    hc->closing = hc->lingering = hc->mid_request = false;
+
+    for (;;) {
+        struct http_head head;
+        ssize_t r = next_head(ctx, hc, &hw->cfg->limits, &head);
+        if (r == 0)
+            break;
+        if (r < 0) {
+            http_send_error(ctx, (int)-r);
+            break;
+        }
+        if (!handle(ctx, hc, &head, (size_t)r))
+            break;
+    }
+    hc->mid_request = false;
+    if (!hc->closing)
+        return CONN_KEEP;
+    return hc->lingering ? CONN_LINGER : CONN_CLOSE;
+}
+
+/* A request still incomplete when its time ran out: a 408, best effort and
+ * without blocking (the client is too slow to wait for). */
+static void on_timeout(struct conn_ctx *ctx)
+{
+    const struct http_conn *hc = conn_state(ctx);
+    if (!hc->mid_request)
+        return;
+    char buf[160];
+    struct view line = http_status_line(408);
+    static const char tail[] = "Content-Length: 0\r\nConnection: close\r\n\r\n";
+    size_t n = line.len;
+    memcpy(buf, line.p, line.len);
+    memcpy(buf + n, http_date_header(conn_worker_state(ctx), conn_wall_time(ctx)),
+           HTTP_DATE_HDR_LEN);
+    n += HTTP_DATE_HDR_LEN;
+    memcpy(buf + n, tail, sizeof(tail) - 1);
+    n += sizeof(tail) - 1;
+    ssize_t sent = send(ctx->fd, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)sent;
+}
+
+static bool between_requests(const struct conn_ctx *ctx)
+{
+    const struct http_conn *hc = conn_state(ctx);
+    return !hc->mid_request;
+}
+
+static void recycle(struct conn_ctx *ctx)
+{
+    struct http_conn *hc = conn_state(ctx);
+    strbuf_shrink(&hc->body, KEEP_BUF_MAX);
+    strbuf_shrink(&hc->hdrs, KEEP_BUF_MAX);
+    strbuf_shrink(&hc->reqbody, KEEP_BUF_MAX);
+    arena_reset(&hc->arena);
+}
+
+static void destroy(struct conn_ctx *ctx)
+{
+    struct http_conn *hc = conn_state(ctx);
+    strbuf_free(&hc->body);
+    strbuf_free(&hc->hdrs);
+    strbuf_free(&hc->reqbody);
+    arena_free(&hc->arena);
+}
+
+const struct conn_proto http_proto = {
+    .state_size = sizeof(struct http_conn),
+    .run = run,
+    .on_timeout = on_timeout,
+    .between_requests = between_requests,
+    .recycle = recycle,
+    .destroy = destroy,
+};
+
+struct http_worker *http_worker_new(const struct http_config *cfg)
+{
+    struct http_worker *hw = ALLOC_INIT(struct http_worker, {.cfg = cfg, .date_time = -1});
+    if (hw && !(hw->scratch = tpl_scratch_new())) {
+        free(hw);
+        hw = NULL;
+    }
+    return hw;
+}
+
+void http_worker_free(struct http_worker *hw)
+{
+    if (!hw)
+        return;
+    tpl_scratch_free(hw->scratch);
+    free(hw);
+}

@@ -1,0 +1,47 @@
+/* http.h - the HTTP/1.1 protocol as the runtime runs it: what the server
+ * hands the HTTP layer at start-up, and the protocol it gets back.
+ *
+ * The HTTP layer does not know the server: it sees a struct http_config,
+ * written before the workers start and only read afterwards, and one
+ * struct http_worker per worker thread (its Date header and render
+ * scratch), given to the runtime as the worker's protocol slot. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <time.h>
+
+#include "colibri.h"
+#include "http/parser.h"
+#include "rt/conn.h"
+
+struct trie;
+struct tpl;
+struct tpl_scratch;
+
+/* A route: what the trie maps a path prefix to. */
+struct http_route {
+    const struct colibri_handler *handler;
+    void *data;
+    void (*free_data)(void *);
+    struct http_route *next; /* every route, for freeing */
+};
+
+struct http_config {
+    const struct trie *routes; /* path prefix -> struct http_route */
+    struct http_limits limits;
+    size_t max_body;
+    char server_hdr[128]; /* "Server: colibri\r\n", or "" */
+    size_t server_hdr_len;
+    const struct tpl *error_tpl; /* error_template, or NULL for the built-in pages */
+};
+
+/* The protocol every connection runs (state: struct http_conn). */
+extern const struct conn_proto http_proto;
+
+/* A worker's HTTP slot; NULL when out of memory. */
+struct http_worker *http_worker_new(const struct http_config *cfg);
+void http_worker_free(struct http_worker *hw);
+
+/* What an error_template sees: {{status}}, {{reason}}, {{method}}, {{path}}. */
+extern const struct tpl_desc http_error_desc;

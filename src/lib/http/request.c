@@ -1,0 +1,314 @@
+/* request.c - what a handler reads: the decoded path, query, headers,
+ * cookies and the body, read from the socket only when asked for. */
+#include "http/request.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+/* --- paths ------------------------------------------------------------------ */
+
+/* Removes "." and ".." segments and merges repeated slashes, in place;
+ * returns the new length, or -1 if ".." climbs above the root. */
+static ssize_t normalize_path(char *p, size_t len)
+{
+    size_t out = 0, i = 0;
+    while (i < len) {
+        size_t j = i + 1;
+        while (j < len && p[j] != '/')
+            j++;
+        const char *seg = p + i + 1;
+        size_t sl = j - i - 1;
+        bool last = j >= len;
+        if (sl == 0 && !last) {
+            i = j;
+            continue;
+        }
+        if (sl == 1 && seg[0] == '.') {
+            if (last)
+                p[out++] = '/';
+            i = j;
+            continue;
+        }
+        if (sl == 2 && seg[0] == '.' && seg[1] == '.') {
+            if (out == 0)
+                return -1;
+            while (out > 0 && p[--out] != '/')
+                ;
+            if (last)
+                p[out++] = '/';
+            i = j;
+            continue;
+        }
+        memmove(p + out, p + i, sl + 1);
+        out += sl + 1;
+        i = j;
+    }
+    if (out == 0)
+        p[out++] = '/';
+    return (ssize_t)out;
+}
+
+/* Only '%' escapes, "." segments and repeated slashes need work. */
+static bool path_is_plain(struct view v)
+{
+    for (size_t i = 0; i < v.len; i++) {
+        char c = v.p[i];
+        if (c == '%' || (c == '/' && i + 1 < v.len && (v.p[i + 1] == '/' || v.p[i + 1] == '.')))
+            return false;
+    }
+    return v.len && v.p[0] == '/';
+}
+
+int http_decode_path(struct colibri_request *req)
+{
+    struct view raw = req->head->path;
+    char *p = arena_alloc(&req->hc->arena, raw.len + 1);
+    if (!p)
+        return 500;
+    if (path_is_plain(raw)) {
+        memcpy(p, raw.p, raw.len);
+        p[raw.len] = '\0';
+        req->path = (struct view){.p = p, .len = raw.len};
+        return 0;
+    }
+    ssize_t n = http_percent_decode(p, raw.p, raw.len, false);
+    if (n < 0 || n == 0 || p[0] != '/')
+        return 400;
+    n = normalize_path(p, (size_t)n);
+    if (n < 0)
+        return 400;
+    p[n] = '\0';
+    req->path = (struct view){.p = p, .len = (size_t)n};
+    return 0;
+}
+
+/* --- the body ------------------------------------------------------------------ */
+
+static void rebase(struct view *v, const char *from, size_t len, const char *to)
+{
+    if (v->p >= from && v->p < from + len)
+        v->p = to + (v->p - from);
+}
+
+/* Reading more of a body moves bytes in the input buffer, under the views
+ * of the head: before the first move, the head is copied to the arena. */
+static int pin_head(struct colibri_request *req)
+{
+    struct http_head *head = req->head;
+    const char *from = req->head_at;
+    char *to = arena_alloc(&req->hc->arena, req->head_len);
+    if (!to)
+        return -ENOMEM;
+    memcpy(to, from, req->head_len);
+    struct view *views[] = {&head->method_str, &head->target, &head->path,
+                            &head->query,      &head->host,   &head->headers};
+    for (size_t i = 0; i < N_ELEMENTS(views); i++)
+        rebase(views[i], from, req->head_len, to);
+    req->head_pinned = true;
+    return 0;
+}
+
+int http_body_pump(struct colibri_request *req, bool keep)
+{
+    struct conn_ctx *ctx = req->ctx;
+    struct http_conn *hc = req->hc;
+    uint64_t max = req->cfg->max_body;
+
+    if (req->body_done)
+        return 0;
+    if (req->body_kind == BODY_NONE) {
+        req->body_done = true;
+        return 0;
+    }
+    if (req->body_kind == BODY_LENGTH && req->body_left > max)
+        goto out_too_large;
+    if ((req->head->flags & HTTP_F_EXPECT_CONTINUE) && !req->continue_sent &&
+        ctx->in_len == ctx->in_pos) {
+        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        conn_flush(ctx);
+        conn_write(ctx, cont, sizeof(cont) - 1);
+        req->continue_sent = true;
+    }
+    for (;;) {
+        size_t avail = ctx->in_len - ctx->in_pos;
+        char *p = ctx->in + ctx->in_pos;
+        if (req->body_kind == BODY_LENGTH) {
+            size_t take = (size_t)MIN((uint64_t)avail, req->body_left);
+            if (keep && strbuf_append(&hc->reqbody, p, take) < 0)
+                goto out_close;
+            ctx->in_pos += take;
+            req->body_left -= take;
+            if (!req->body_left)
+                break;
+        } else {
+            size_t payload;
+            ssize_t used = http_chunked_decode(&req->chunked, p, avail, &payload);
+            if (used < 0)
+                goto out_bad;
+            if (keep) {
+                if (hc->reqbody.len + payload > max)
+                    goto out_too_large;
+                if (strbuf_append(&hc->reqbody, p, payload) < 0)
+                    goto out_close;
+            } else {
+                req->body_left += payload; /* counts what was dropped */
+                if (req->body_left > max)
+                    goto out_too_large;
+            }
+            ctx->in_pos += (size_t)used;
+            if (req->chunked.done)
+                break;
+        }
+        if (!req->head_pinned && pin_head(req) < 0)
+            goto out_close;
+        conn_compact(ctx);
+        if (ctx->in_len == ctx->in_cap)
+            goto out_bad; /* a chunk line longer than the whole buffer */
+        if (conn_read(ctx, false) == 0)
+            goto out_bad; /* the client went away mid-body */
+        /* a body that keeps arriving is not a stalled request: the request
+         * timeout counts between reads of it, as nginx's body timeout does */
+        conn_progress(ctx);
+    }
+    req->body_done = true;
+    return 0;
+
+out_too_large:
+    hc->closing = hc->lingering = true;
+    return 413;
+out_bad:
+    hc->closing = hc->lingering = true;
+    return 400;
+out_close:
+    hc->closing = hc->lingering = true;
+    return 500;
+}
+
+void http_skip_body(struct colibri_request *req)
+{
+    if (req->body_done || req->body_kind == BODY_NONE || req->hc->closing)
+        return;
+    if ((req->head->flags & HTTP_F_EXPECT_CONTINUE) && !req->continue_sent) {
+        /* the client may or may not send it now: we cannot tell */
+        req->hc->closing = true;
+        return;
+    }
+    http_body_pump(req, false);
+}
+
+/* --- the public request API ---------------------------------------------------- */
+
+const char *colibri_method_name(enum colibri_method m)
+{
+#define METHOD_NAME(name) #name,
+    static const char *const names[] = {COLIBRI_METHODS(METHOD_NAME)};
+#undef METHOD_NAME
+    return (unsigned)m < N_ELEMENTS(names) ? names[m] : NULL;
+}
+
+static struct colibri_str str(struct view v)
+{
+    return (struct colibri_str){.p = v.p, .len = v.len};
+}
+
+enum colibri_method colibri_req_method(const struct colibri_request *req)
+{
+    return (enum colibri_method)req->head->method;
+}
+struct colibri_str colibri_req_path(const struct colibri_request *req)
+{
+    return str(req->path);
+}
+struct colibri_str colibri_req_target(const struct colibri_request *req)
+{
+    return str(req->head->target);
+}
+struct colibri_str colibri_req_query_string(const struct colibri_request *req)
+{
+    return str(req->head->query);
+}
+struct colibri_str colibri_req_headers_raw(const struct colibri_request *req)
+{
+    return str(req->head->headers);
+}
+int colibri_req_http_minor(const struct colibri_request *req)
+{
+    return req->head->version_minor;
+}
+
+bool colibri_req_query(struct colibri_request *req, const char *name, struct colibri_str *value)
+{
+    struct view raw;
+    if (!http_query_find(req->head->query, name, strlen(name), &raw))
+        return false;
+    char *p = arena_alloc(&req->hc->arena, raw.len + 1);
+    if (!p)
+        return false;
+    ssize_t n = http_percent_decode(p, raw.p, raw.len, true);
+    if (n < 0)
+        return false;
+    p[n] = '\0';
+    *value = (struct colibri_str){.p = p, .len = (size_t)n};
+    return true;
+}
+
+bool colibri_req_header(const struct colibri_request *req, const char *name,
+                        struct colibri_str *value)
+{
+    struct view v;
+    if (!http_header_find(req->head->headers, name, strlen(name), &v))
+        return false;
+    *value = str(v);
+    return true;
+}
+
+bool colibri_req_cookie(const struct colibri_request *req, const char *name,
+                        struct colibri_str *value)
+{
+    struct view cookies, v;
+    if (!http_header_find(req->head->headers, "Cookie", 6, &cookies))
+        return false;
+    if (!http_cookie_find(cookies, name, strlen(name), &v))
+        return false;
+    *value = str(v);
+    return true;
+}
+
+bool colibri_req_has_body(const struct colibri_request *req)
+{
+    return req->body_kind != BODY_NONE;
+}
+
+int colibri_req_body(struct colibri_request *req, struct colibri_str *body)
+{
+    /* the server read it before the handler ran, or it was not asked for */
+    if (!(req->needs & COLIBRI_NEED_BODY))
+        return 500;
+    int r = http_body_pump(req, true);
+    if (r)
+        return r;
+    *body = (struct colibri_str){.p = req->hc->reqbody.buf ? req->hc->reqbody.buf : "",
+                                 .len = req->hc->reqbody.len};
+    return 0;
+}
+
+int colibri_req_remote_addr(const struct colibri_request *req, char *buf, size_t len)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (getpeername(req->ctx->fd, (struct sockaddr *)&ss, &sl) < 0)
+        return -errno;
+    const void *a = ss.ss_family == AF_INET6
+                        ? (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
+                        : (const void *)&((struct sockaddr_in *)&ss)->sin_addr;
+    if (!inet_ntop(ss.ss_family, a, buf, (socklen_t)len))
+        return -errno;
+    return 0;
+}
+
+int colibri_defer(struct colibri_request *req, void (*fn)(void *), void *arg)
+{
+    return coro_defer(req->ctx->coro, fn, arg);
+}

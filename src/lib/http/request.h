@@ -1,0 +1,89 @@
+/* request.h - one request and its response inside the HTTP layer: the
+ * structs behind the public struct colibri_request and colibri_response,
+ * and the per-connection and per-worker state they live in. Shared by the
+ * files of http/ only; handlers see the accessors of colibri.h.
+ *
+ * A request belongs to the connection coroutine that parsed it and lives
+ * until its handler returned and the answer was written. */
+#pragma once
+
+#include <time.h>
+
+#include "base/arena.h"
+#include "base/strbuf.h"
+#include "http/http.h"
+
+/* A worker thread's HTTP state (the runtime's proto_state). */
+struct http_worker {
+    const struct http_config *cfg;
+    time_t date_time;  /* the second date_hdr shows */
+    char date_hdr[48]; /* "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n" */
+    struct tpl_scratch *scratch;
+};
+
+/* A connection's HTTP state (the runtime's per-connection slot); its
+ * buffers are reused from request to request. */
+struct http_conn {
+    struct strbuf body;    /* the response body a handler fills */
+    struct strbuf hdrs;    /* extra response header lines a handler adds */
+    struct strbuf reqbody; /* the request body, once read */
+    struct arena arena;    /* per-request scratch: decoded path, query values, pinned head */
+    bool closing;          /* answer with Connection: close, then close */
+    bool lingering;        /* close after draining the client's unread bytes */
+    bool mid_request;      /* part of a request is buffered or being read (408 on timeout) */
+};
+
+enum body_kind { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };
+
+struct colibri_request {
+    struct conn_ctx *ctx;
+    struct http_conn *hc;
+    struct http_worker *hw;
+    const struct http_config *cfg;
+    struct http_head *head;
+    const char *head_at; /* the head's bytes in ctx->in, until pinned */
+    size_t head_len;
+    bool head_pinned; /* the head's views point into the arena: ctx->in may move */
+    uint8_t body_kind;
+    bool body_done;     /* the body has been read (and kept, or dropped) */
+    bool continue_sent; /* "100 Continue" went out */
+    unsigned needs;     /* the handler's enum colibri_need */
+    struct view path;   /* decoded and normalised, NUL-terminated */
+    uint64_t body_left;
+    struct http_chunked chunked;
+};
+
+struct colibri_response {
+    struct colibri_request *req;
+    const char *mime;
+    int status; /* for streaming; a handler's return value otherwise */
+    bool head_only;
+    bool streaming;
+    bool chunked;
+    bool sent; /* the response went out already (sendfile, static) */
+};
+
+/* --- request.c --- */
+
+/* Decodes and normalises the target's path into req->path: 0, or 400. */
+int http_decode_path(struct colibri_request *req);
+/* Reads the rest of the body into hc->reqbody (keep) or drops it. 0, or
+ * the status to give up with (the connection then closes). */
+int http_body_pump(struct colibri_request *req, bool keep);
+/* Consumes a body nobody read, so the next request is framed right; if
+ * that is not possible, the connection closes. */
+void http_skip_body(struct colibri_request *req);
+
+/* --- response.c --- */
+
+/* The answer to a handler's return (body, or the error page), into ctx->out. */
+void http_write_response(struct colibri_request *req, struct colibri_response *resp, int status);
+/* Starts a streamed answer (chunked, or close-delimited for HTTP/1.0). */
+void http_start_stream(struct colibri_response *resp);
+/* An error before or instead of a request: the answer, and the connection closes. */
+void http_send_error(struct conn_ctx *ctx, int status);
+/* "Date: ...\r\n" for the worker's current second. */
+#define HTTP_DATE_HDR_LEN (6 + 29 + 2)
+const char *http_date_header(struct http_worker *hw, time_t now);
+/* The header "Allow: GET, HEAD\r\n" for methods (COLIBRI_M bits), into hdrs. */
+void http_allow_header(struct strbuf *hdrs, unsigned methods);

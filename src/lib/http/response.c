@@ -1,0 +1,345 @@
+/* response.c - what a handler answers: the head writer, error pages, and
+ * the colibri_resp_* API (buffered bodies, streams, files, static bytes). */
+#include "http/request.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "base/itoa.h"
+#include "http/date.h"
+#include "http/status.h"
+#include "rt/worker.h"
+#include "tpl/tpl.h"
+
+/* Bodies larger than this leave with writev straight from the handler's
+ * buffer instead of being copied behind the header. */
+#define COPY_BODY_MAX (16 * 1024)
+
+const char *http_date_header(struct http_worker *hw, time_t now)
+{
+    if (unlikely(hw->date_time != now)) {
+        memcpy(hw->date_hdr, "Date: ", 6);
+        http_date_format(now, hw->date_hdr + 6);
+        memcpy(hw->date_hdr + 6 + HTTP_DATE_LEN, "\r\n", 2);
+        hw->date_time = now;
+    }
+    return hw->date_hdr;
+}
+static_assert(HTTP_DATE_HDR_LEN == 6 + HTTP_DATE_LEN + 2, "Date: <date>\\r\\n");
+
+static inline char *put(char *p, const void *src, size_t len)
+{
+    memcpy(p, src, len);
+    return p + len;
+}
+#define PUT_LIT(p, s) put(p, s, sizeof(s) - 1)
+
+/* The head of a response, into ctx->out: one reservation, then plain
+ * copies. content_length < 0: none. */
+static void write_head(struct colibri_request *req, struct colibri_response *resp, int status,
+                       int64_t content_length, const char *mime)
+{
+    struct conn_ctx *ctx = req->ctx;
+    struct http_conn *hc = req->hc;
+    struct strbuf *out = &ctx->out;
+    const struct http_config *cfg = req->cfg;
+    struct view line = http_status_line(status);
+    size_t mime_len = mime ? strlen(mime) : 0;
+
+    if (conn_stopping(ctx))
+        hc->closing = true;
+    size_t max = line.len + HTTP_DATE_HDR_LEN + cfg->server_hdr_len + 14 + mime_len + 2 + 16 +
+                 U64_STR_MAX + 2 + 28 + 24 + hc->hdrs.len + 2;
+    if (strbuf_reserve(out, max) < 0)
+        coro_abort(ctx->coro);
+    char *p = out->buf + out->len;
+    p = put(p, line.p, line.len);
+    p = put(p, http_date_header(req->hw, conn_wall_time(ctx)), HTTP_DATE_HDR_LEN);
+    p = put(p, cfg->server_hdr, cfg->server_hdr_len);
+    if (mime) {
+        p = PUT_LIT(p, "Content-Type: ");
+        p = put(p, mime, mime_len);
+        p = PUT_LIT(p, "\r\n");
+    }
+    if (content_length >= 0) {
+        p = PUT_LIT(p, "Content-Length: ");
+        p += u64_to_str((uint64_t)content_length, p);
+        p = PUT_LIT(p, "\r\n");
+    } else if (resp && resp->chunked) {
+        p = PUT_LIT(p, "Transfer-Encoding: chunked\r\n");
+    }
+    if (hc->closing)
+        p = PUT_LIT(p, "Connection: close\r\n");
+    else if (req->head && req->head->version_minor == 0)
+        p = PUT_LIT(p, "Connection: keep-alive\r\n");
+    if (hc->hdrs.len)
+        p = put(p, hc->hdrs.buf, hc->hdrs.len);
+    p = PUT_LIT(p, "\r\n");
+    out->len = (size_t)(p - out->buf);
+    *p = '\0';
+}
+
+/* What an error_template sees. */
+struct http_error_data {
+    int status;
+    const char *reason;
+    struct view method;
+    struct view path;
+};
+const struct tpl_desc http_error_desc =
+    TPL_DESC(struct http_error_data, TPL_FIELD(struct http_error_data, status),
+             TPL_FIELD(struct http_error_data, reason), TPL_FIELD(struct http_error_data, method),
+             TPL_FIELD(struct http_error_data, path));
+
+/* The configured error template, rendered into the body buffer, or the
+ * built-in page when there is none or it fails. */
+static struct view error_page(struct colibri_request *req, int status)
+{
+    const struct tpl *t = req->cfg->error_tpl;
+    struct strbuf *body = &req->hc->body;
+    if (!t)
+        return http_error_page(status);
+    struct http_error_data d = {
+        .status = status,
+        .reason = http_status_reason(status).p,
+        .method = req->head->method_str,
+        .path = req->path,
+    };
+    strbuf_reset(body);
+    if (tpl_render(t, &d, body, req->hw->scratch, NULL, 0) < 0 || !body->len) {
+        strbuf_reset(body);
+        return http_error_page(status);
+    }
+    return (struct view){.p = body->buf, .len = body->len};
+}
+
+void http_write_response(struct colibri_request *req, struct colibri_response *resp, int status)
+{
+    struct conn_ctx *ctx = req->ctx;
+    struct strbuf *body = &req->hc->body;
+    const char *mime = resp->mime;
+    struct view page = {0};
+
+    if (status < 100 || status > 599)
+        status = 500;
+    if (status >= 400 && !body->len) {
+        page = error_page(req, status);
+        mime = "text/html; charset=utf-8";
+    }
+    const char *data = page.p ? page.p : body->buf;
+    size_t len = page.p ? page.len : body->len;
+    if (status < 200 || status == 204 || status == 304) {
+        write_head(req, resp, status, -1, NULL);
+        return;
+    }
+    write_head(req, resp, status, (int64_t)len, mime);
+    if (resp->head_only || !len)
+        return;
+    if (len <= COPY_BODY_MAX) {
+        strbuf_append(&ctx->out, data, len);
+        return;
+    }
+    conn_flush_with(ctx, data, len);
+}
+
+void http_send_error(struct conn_ctx *ctx, int status)
+{
+    struct http_conn *hc = conn_state(ctx);
+    struct http_worker *hw = conn_worker_state(ctx);
+    struct http_head none = {.version_minor = 1};
+    struct colibri_request req = {.ctx = ctx, .hc = hc, .hw = hw, .cfg = hw->cfg, .head = &none};
+    struct colibri_response resp = {.req = &req};
+    hc->closing = hc->lingering = true;
+    strbuf_reset(&hc->body);
+    strbuf_reset(&hc->hdrs);
+    http_write_response(&req, &resp, status);
+}
+
+void http_start_stream(struct colibri_response *resp)
+{
+    struct colibri_request *req = resp->req;
+    resp->streaming = true;
+    if (req->head->version_minor >= 1)
+        resp->chunked = true;
+    else
+        req->hc->closing = true; /* HTTP/1.0: the end of the body is the close */
+    write_head(req, resp, resp->status ? resp->status : 200, -1, resp->mime);
+}
+
+void http_allow_header(struct strbuf *h, unsigned methods)
+{
+    strbuf_append(h, "Allow: ", 7);
+    bool first = true;
+    for (unsigned m = 0; m < COLIBRI_METHOD_COUNT; m++) {
+        if (!(methods & COLIBRI_M(m)))
+            continue;
+        if (!first)
+            strbuf_append(h, ", ", 2);
+        strbuf_append_str(h, colibri_method_name((enum colibri_method)m));
+        first = false;
+    }
+    strbuf_append(h, "\r\n", 2);
+}
+
+/* --- the public response API ----------------------------------------------------- */
+
+void colibri_resp_set_type(struct colibri_response *resp, const char *mime)
+{
+    resp->mime = mime;
+}
+void colibri_resp_set_status(struct colibri_response *resp, int status)
+{
+    resp->status = status;
+}
+
+static bool field_ok(const char *s, bool name)
+{
+    if (!*s && name)
+        return false;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '\r' || c == '\n' || (name && (c <= ' ' || c == ':' || c >= 0x7f)))
+            return false;
+    }
+    return true;
+}
+
+int colibri_resp_header(struct colibri_response *resp, const char *name, const char *value)
+{
+    if (!field_ok(name, true) || !field_ok(value, false) || resp->streaming)
+        return -EINVAL;
+    if (strbuf_printf(&resp->req->hc->hdrs, "%s: %s\r\n", name, value) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+int colibri_resp_header_lines(struct colibri_response *resp, const char *lines, size_t len)
+{
+    if (resp->streaming || resp->sent)
+        return -EINVAL;
+    return strbuf_append(&resp->req->hc->hdrs, lines, len);
+}
+
+int colibri_resp_append(struct colibri_response *resp, const void *p, size_t len)
+{
+    return strbuf_append(&resp->req->hc->body, p, len);
+}
+
+int colibri_resp_printf(struct colibri_response *resp, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = strbuf_vprintf(&resp->req->hc->body, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+int colibri_resp_send_chunk(struct colibri_response *resp, const void *p, size_t len)
+{
+    struct conn_ctx *ctx = resp->req->ctx;
+    if (!resp->streaming)
+        http_start_stream(resp);
+    if (resp->head_only || !len) {
+        conn_flush(ctx);
+        return 0;
+    }
+    if (!resp->chunked) {
+        strbuf_append(&ctx->out, p, len);
+        conn_flush(ctx);
+        return 0;
+    }
+    char size[24];
+    int n = snprintf(size, sizeof(size), "%zx\r\n", len);
+    strbuf_append(&ctx->out, size, (size_t)n);
+    struct iovec iov[3] = {
+        {.iov_base = ctx->out.buf, .iov_len = ctx->out.len},
+        {.iov_base = (void *)p, .iov_len = len},
+        {.iov_base = "\r\n", .iov_len = 2},
+    };
+    conn_writev(ctx, iov, 3);
+    strbuf_reset(&ctx->out);
+    return 0;
+}
+
+/* The head of a response whose body the caller sends itself; false when
+ * there is no body to send (HEAD, or empty). */
+static bool answer_head(struct colibri_response *resp, int status, const char *mime, size_t len)
+{
+    write_head(resp->req, resp, status, (int64_t)len, mime);
+    resp->sent = true;
+    return !resp->head_only && len;
+}
+
+int colibri_resp_sendfile(struct colibri_response *resp, int status, const char *mime, int fd,
+                          off_t offset, size_t len)
+{
+    struct conn_ctx *ctx = resp->req->ctx;
+    if (resp->streaming || resp->sent)
+        return 500;
+    if (!answer_head(resp, status, mime, len))
+        return status;
+    if (len <= COPY_BODY_MAX) {
+        /* small: read it behind the header, one writev for both */
+        if (strbuf_reserve(&ctx->out, len) < 0)
+            coro_abort(ctx->coro);
+        ssize_t n = pread(fd, ctx->out.buf + ctx->out.len, len, offset);
+        if (n != (ssize_t)len)
+            coro_abort(ctx->coro); /* the file changed under us: the length is promised */
+        ctx->out.len += len;
+        ctx->out.buf[ctx->out.len] = '\0';
+        return status;
+    }
+    /* large: the header waits in the socket (MSG_MORE) for sendfile */
+    conn_write_more(ctx, ctx->out.buf, ctx->out.len);
+    strbuf_reset(&ctx->out);
+    conn_sendfile(ctx, fd, offset, len);
+    return status;
+}
+
+int colibri_resp_send_static(struct colibri_response *resp, int status, const char *mime,
+                             const void *p, size_t len)
+{
+    struct conn_ctx *ctx = resp->req->ctx;
+    if (resp->streaming || resp->sent)
+        return 500;
+    if (!answer_head(resp, status, mime, len))
+        return status;
+    if (len <= COPY_BODY_MAX && ctx->in_len > ctx->in_pos) {
+        /* more requests are buffered (pipelining): join their answers in
+         * one writev instead of a system call each */
+        if (strbuf_append(&ctx->out, p, len) < 0)
+            coro_abort(ctx->coro);
+        return status;
+    }
+    conn_flush_with(ctx, p, len);
+    return status;
+}
+
+int colibri_resp_send_event(struct colibri_response *resp, const char *event, const char *data,
+                            size_t len)
+{
+    /* a streaming response has no use for the body buffer: build events there */
+    struct strbuf *ev = &resp->req->hc->body;
+    if (!resp->streaming)
+        resp->mime = "text/event-stream";
+    strbuf_reset(ev);
+    if (event && (!field_ok(event, false) || strchr(event, '\n')))
+        return -EINVAL;
+    if (event)
+        strbuf_printf(ev, "event: %s\n", event);
+    /* every line of data is its own "data:" field */
+    size_t i = 0;
+    do {
+        const char *nl = memchr(data + i, '\n', len - i);
+        size_t end = nl ? (size_t)(nl - data) : len;
+        strbuf_append(ev, "data: ", 6);
+        strbuf_append(ev, data + i, end - i);
+        strbuf_append_char(ev, '\n');
+        i = end + 1;
+    } while (i < len);
+    if (strbuf_append_char(ev, '\n') < 0)
+        return -ENOMEM;
+    return colibri_resp_send_chunk(resp, ev->buf, ev->len);
+}

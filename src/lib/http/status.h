@@ -1,0 +1,12 @@
+/* status.h - status lines, reason phrases and built-in error pages, from
+ * the table generated out of status.txt. Pure lookups, any thread. */
+#pragma once
+
+#include "base/common.h"
+
+/* "HTTP/1.1 200 OK\r\n"; an unknown code gets the generic line of its class. */
+struct view http_status_line(int status);
+/* "OK" */
+struct view http_status_reason(int status);
+/* A small HTML page for an error status. */
+struct view http_error_page(int status);

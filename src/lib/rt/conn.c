@@ -1,0 +1,176 @@
+/* conn.c - the connection coroutine's side of the runtime: the I/O
+ * wrappers that make a non-blocking socket look blocking, and what happens
+ * after the protocol is done with a connection. */
+#include "rt/conn.h"
+
+#include <errno.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "rt/worker.h"
+
+/* At most this much of an unread request is drained before closing. */
+#define LINGER_MAX (256 * 1024)
+
+static void wait_for(struct conn_ctx *ctx, int what)
+{
+    coro_yield(ctx->coro, what);
+    ctx->waiting = 0;
+}
+
+/* After a failed call: wait for readiness on EAGAIN, retry at once on EINTR,
+ * give up on the connection for anything else. */
+static void retry_or_abort(struct conn_ctx *ctx, int wait)
+{
+    if (errno == EAGAIN)
+        wait_for(ctx, wait);
+    else if (errno != EINTR)
+        coro_abort(ctx->coro);
+}
+
+ssize_t conn_read(struct conn_ctx *ctx, bool may_idle)
+{
+    for (;;) {
+        size_t space = ctx->in_cap - ctx->in_len;
+        ssize_t n = read(ctx->fd, ctx->in + ctx->in_len, space);
+        if (n > 0) {
+            ctx->in_len += (size_t)n;
+            ctx->last_read_full = (size_t)n == space;
+            return n;
+        }
+        if (n == 0)
+            return 0;
+        if (errno == EAGAIN) {
+            ctx->last_read_full = false;
+            if (may_idle)
+                return -EAGAIN;
+            /* answers to earlier pipelined requests must not wait for
+             * (or die with) a later request that is slow to arrive */
+            conn_flush(ctx);
+            wait_for(ctx, CONN_WAIT_READ);
+            continue;
+        }
+        if (errno == EINTR)
+            continue;
+        coro_abort(ctx->coro);
+    }
+}
+
+void conn_compact(struct conn_ctx *ctx)
+{
+    size_t avail = ctx->in_len - ctx->in_pos;
+    if (ctx->in_pos) {
+        memmove(ctx->in, ctx->in + ctx->in_pos, avail);
+        ctx->in_pos = 0;
+        ctx->in_len = avail;
+    }
+}
+
+void conn_writev(struct conn_ctx *ctx, struct iovec *iov, int iovcnt)
+{
+    while (iovcnt > 0) {
+        ssize_t n = writev(ctx->fd, iov, iovcnt);
+        if (n < 0) {
+            retry_or_abort(ctx, CONN_WAIT_WRITE);
+            continue;
+        }
+        while (iovcnt > 0 && (size_t)n >= iov->iov_len) {
+            n -= (ssize_t)iov->iov_len;
+            iov++;
+            iovcnt--;
+        }
+        if (iovcnt > 0) {
+            iov->iov_base = (char *)iov->iov_base + n;
+            iov->iov_len -= (size_t)n;
+        }
+    }
+}
+
+void conn_write(struct conn_ctx *ctx, const void *p, size_t len)
+{
+    struct iovec iov = {.iov_base = (void *)p, .iov_len = len};
+    conn_writev(ctx, &iov, 1);
+}
+
+void conn_write_more(struct conn_ctx *ctx, const void *p, size_t len)
+{
+    const char *c = p;
+    while (len > 0) {
+        ssize_t n = send(ctx->fd, c, len, MSG_MORE | MSG_NOSIGNAL);
+        if (n < 0) {
+            retry_or_abort(ctx, CONN_WAIT_WRITE);
+            continue;
+        }
+        c += n;
+        len -= (size_t)n;
+    }
+}
+
+void conn_flush(struct conn_ctx *ctx)
+{
+    if (!ctx->out.len)
+        return;
+    conn_write(ctx, ctx->out.buf, ctx->out.len);
+    strbuf_reset(&ctx->out);
+}
+
+void conn_flush_with(struct conn_ctx *ctx, const void *p, size_t len)
+{
+    struct iovec iov[2] = {
+        {.iov_base = ctx->out.buf, .iov_len = ctx->out.len},
+        {.iov_base = (void *)p, .iov_len = len},
+    };
+    conn_writev(ctx, iov, 2);
+    strbuf_reset(&ctx->out);
+}
+
+void conn_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = sendfile(ctx->fd, file_fd, &offset, len);
+        if (n < 0) {
+            retry_or_abort(ctx, CONN_WAIT_WRITE);
+            continue;
+        }
+        if (n == 0)
+            coro_abort(ctx->coro); /* the file shrank under us */
+        len -= (size_t)n;
+    }
+}
+
+/* Closing with unread request bytes makes the kernel send a reset, which
+ * can destroy the answer before the client reads it. So: stop writing,
+ * then drain what the client still sends, within limits. */
+static void linger(struct conn_ctx *ctx)
+{
+    size_t drained = 0;
+    shutdown(ctx->fd, SHUT_WR);
+    while (drained < LINGER_MAX) {
+        ctx->in_pos = ctx->in_len = 0;
+        ssize_t n = conn_read(ctx, false);
+        if (n <= 0)
+            break;
+        drained += (size_t)n;
+    }
+}
+
+void conn_coro_main(struct coro *coro, void *arg)
+{
+    struct conn_ctx *ctx = arg;
+    (void)coro;
+    enum conn_verdict v = ctx->worker->cfg->proto->run(ctx);
+    if (v != CONN_KEEP) {
+        /* the last answer waits (MSG_MORE) for the FIN that shutdown() or
+         * close() adds, and both leave in one segment */
+        if (ctx->out.len)
+            conn_write_more(ctx, ctx->out.buf, ctx->out.len);
+        strbuf_reset(&ctx->out);
+        if (v == CONN_LINGER || ctx->in_len > ctx->in_pos)
+            linger(ctx);
+    } else {
+        conn_flush(ctx);
+    }
+    ctx->verdict = (uint8_t)v;
+}

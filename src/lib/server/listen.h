@@ -1,0 +1,23 @@
+/* listen.h - listening addresses: parsing "127.0.0.1:8080", "[::1]:80",
+ * "*:80" or "8080", and opening one socket per worker on each. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+struct listener {
+    struct sockaddr_storage addr; /* after the first open: the port really bound */
+    socklen_t addr_len;
+    char name[80]; /* as written */
+};
+
+/* 0, or -EINVAL with err set. */
+int listener_parse(const char *spec, struct listener *l, char *err, size_t errlen);
+/* A non-blocking listening socket, or -errno with err set. The first
+ * socket of a listener binds alone, so a port somebody already listens on
+ * is an error; later ones join it with SO_REUSEPORT. defer_s: how long
+ * accept() may wait for the first bytes (TCP_DEFER_ACCEPT). */
+int listener_open(struct listener *l, unsigned defer_s, bool first, char *err, size_t errlen);
+/* "http://127.0.0.1:8080" or "http://[::1]:8080" for the bound address. */
+void listener_url(const struct listener *l, char *buf, size_t len);

@@ -1,0 +1,216 @@
+/* load.c - a config file into a server: settings, "module FILE" lines,
+ * and sites, whose sections go to the module registered under their
+ * keyword. This file knows no module by name. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "config/config.h"
+#include "server/server.h"
+#include "tpl/tpl.h"
+
+static int seconds(const struct config_node *n, uint32_t *out, char *err, size_t errlen)
+{
+    uint64_t ms;
+    int r = config_duration_ms(n, &ms, err, errlen);
+    if (r)
+        return r;
+    if (ms == 0 || ms > 86400ull * 1000 * 365)
+        return config_error(n, err, errlen, "must be between 1s and a year");
+    *out = (uint32_t)((ms + 999) / 1000);
+    return 0;
+}
+
+static int size_in(const struct config_node *n, uint64_t min, uint64_t max, size_t *out, char *err,
+                   size_t errlen)
+{
+    uint64_t v;
+    int r = config_size(n, &v, err, errlen);
+    if (r)
+        return r;
+    if (v < min || v > max)
+        return config_error(n, err, errlen, "must be between %llu and %llu bytes",
+                            (unsigned long long)min, (unsigned long long)max);
+    *out = (size_t)v;
+    return 0;
+}
+
+/* "handler PREFIX NAME" */
+static int load_handler(struct colibri_server *srv, const struct config_node *n, char *err,
+                        size_t errlen)
+{
+    char prefix[1024], name[128], extra, why[256];
+    if (n->is_section || sscanf(n->value, "%1023s %127s %c", prefix, name, &extra) != 2)
+        return config_error(n, err, errlen, "expected 'handler PREFIX NAME'");
+    const struct colibri_handler *h = server_find_handler(srv, name);
+    if (!h)
+        return config_error(n, err, errlen, "unknown handler '%s'", name);
+    if (colibri_server_add_route(srv, prefix, h, NULL, NULL, why, sizeof(why)))
+        return config_error(n, err, errlen, "%s", why);
+    return 0;
+}
+
+static int load_site(struct colibri_server *srv, struct config_node *site, char *err, size_t errlen)
+{
+    struct config_node *n;
+    while ((n = config_take_any(site))) {
+        if (!strcmp(n->name, "handler")) {
+            int r = load_handler(srv, n, err, errlen);
+            if (r)
+                return r;
+            continue;
+        }
+        const struct colibri_module *m = server_find_module(srv, n->name);
+        if (!m)
+            return config_error(n, err, errlen, "unknown key in site");
+        if (!n->is_section)
+            return config_error(n, err, errlen, "expected '%s PREFIX { ... }'", n->name);
+        err[0] = '\0';
+        int r = m->from_config(srv, (struct colibri_conf *)n, err, errlen);
+        if (r) {
+            if (!err[0]) /* the module said nothing: at least say where */
+                config_error(n, err, errlen, "%s", strerror(r < 0 ? -r : EINVAL));
+            return r < 0 ? r : -EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* "module FILE": a shared library whose colibri_module_init() registers
+ * handlers and modules. A relative FILE is taken from the config file's
+ * folder, as the library travels with the config that names it. */
+static int load_library(struct colibri_server *srv, const struct config_node *n, char *err,
+                        size_t errlen)
+{
+    char path[PATH_MAX];
+    if (!n->value[0] || n->is_section)
+        return config_error(n, err, errlen, "expected 'module FILE'");
+    if (n->value[0] == '/' || !n->file) {
+        snprintf(path, sizeof(path), "%s", n->value);
+    } else {
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof(dir), "%s", n->file);
+        if (snprintf(path, sizeof(path), "%s/%s", dirname(dir), n->value) >= (int)sizeof(path))
+            return config_error(n, err, errlen, "path too long");
+    }
+    void **libs = realloc(srv->libs, (srv->n_libs + 1) * sizeof(*libs));
+    if (!libs)
+        return config_error(n, err, errlen, "out of memory");
+    srv->libs = libs;
+    /* RTLD_NOW: a symbol the module needs and we lack fails here, not
+     * in the middle of a request */
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+        return config_error(n, err, errlen, "cannot load: %s", dlerror());
+    srv->libs[srv->n_libs++] = lib;
+    int (*init)(struct colibri_server *) =
+        (int (*)(struct colibri_server *))dlsym(lib, "colibri_module_init");
+    if (!init)
+        return config_error(n, err, errlen, "%s has no colibri_module_init()", path);
+    int r = init(srv);
+    if (r)
+        return config_error(n, err, errlen, "colibri_module_init() of %s failed (%d)", path, r);
+    return 0;
+}
+
+static int load_config(struct colibri_server *srv, struct config *cfg, char *err, size_t errlen)
+{
+    struct config_node *root = cfg->root, *n;
+    int r;
+    /* first: the handlers and modules the sites below may name */
+    while ((n = config_take(root, "module")))
+        if ((r = load_library(srv, n, err, errlen)))
+            return r;
+    while ((n = config_take(root, "listener"))) {
+        char why[256];
+        r = colibri_server_listen(srv, n->value, why, sizeof(why));
+        if (r)
+            return config_error(n, err, errlen, "%s", why);
+    }
+    if ((n = config_take(root, "threads"))) {
+        long v;
+        if ((r = config_int(n, 0, 1024, &v, err, errlen)))
+            return r;
+        srv->n_threads = (unsigned)v;
+    }
+    if ((n = config_take(root, "keep_alive_timeout")) &&
+        (r = seconds(n, &srv->wcfg.keep_alive_s, err, errlen)))
+        return r;
+    if ((n = config_take(root, "request_timeout")) &&
+        (r = seconds(n, &srv->wcfg.request_timeout_s, err, errlen)))
+        return r;
+    if ((n = config_take(root, "shutdown_timeout")) &&
+        (r = seconds(n, &srv->wcfg.shutdown_grace_s, err, errlen)))
+        return r;
+    struct http_config *h = &srv->http;
+    if ((n = config_take(root, "max_request_head")) &&
+        (r = size_in(n, 256, 1 << 20, &h->limits.max_head, err, errlen)))
+        return r;
+    if ((n = config_take(root, "max_request_target")) &&
+        (r = size_in(n, 16, 1 << 20, &h->limits.max_target, err, errlen)))
+        return r;
+    if ((n = config_take(root, "max_request_body")) &&
+        (r = size_in(n, 0, SIZE_MAX, &h->max_body, err, errlen)))
+        return r;
+    if ((n = config_take(root, "server_header"))) {
+        if (strlen(n->value) > 100 || strpbrk(n->value, "\r\n"))
+            return config_error(n, err, errlen, "must be one short line");
+        h->server_hdr_len = n->value[0] ? (size_t)snprintf(h->server_hdr, sizeof(h->server_hdr),
+                                                           "Server: %s\r\n", n->value)
+                                        : 0;
+    }
+    if ((n = config_take(root, "error_template"))) {
+        char why[512];
+        struct tpl *t = tpl_compile_file(n->value, &http_error_desc, why, sizeof(why));
+        if (!t)
+            return config_error(n, err, errlen, "%s", why);
+        tpl_free(srv->error_tpl);
+        srv->error_tpl = t;
+    }
+    if ((n = config_take(root, "accept"))) {
+        if (!strcmp(n->value, "thread"))
+            srv->accept_thread = true;
+        else if (!strcmp(n->value, "reuseport"))
+            srv->accept_thread = false;
+        else
+            return config_error(n, err, errlen, "expected 'reuseport' or 'thread'");
+    }
+    while ((n = config_take(root, "site"))) {
+        if (!n->is_section)
+            return config_error(n, err, errlen, "site must be a section: site { ... }");
+        if ((r = load_site(srv, n, err, errlen)))
+            return r;
+    }
+    return config_check_unused(cfg, err, errlen);
+}
+
+static int adopt_config(struct colibri_server *srv, struct config *cfg, char *err, size_t errlen)
+{
+    if (!cfg)
+        return -EINVAL;
+    int r = load_config(srv, cfg, err, errlen);
+    if (r) {
+        config_free(cfg);
+        return r;
+    }
+    config_free(srv->cfg);
+    srv->cfg = cfg;
+    return 0;
+}
+
+int colibri_server_load_config(struct colibri_server *srv, const char *path, char *err,
+                               size_t errlen)
+{
+    return adopt_config(srv, config_parse_file(path, err, errlen), err, errlen);
+}
+
+int colibri_server_load_config_string(struct colibri_server *srv, const char *name,
+                                      const char *text, char *err, size_t errlen)
+{
+    return adopt_config(srv, config_parse_string(name, text, err, errlen), err, errlen);
+}

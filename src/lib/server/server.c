@@ -1,0 +1,392 @@
+/* server.c - the server's life: registered handlers and modules, routes,
+ * workers, shutdown. Nothing here runs per request. */
+#include "server/server.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "builtins.h"
+#include "config/config.h"
+#include "route/trie.h"
+#include "server/builtin.h"
+#include "tpl/tpl.h"
+
+#define DEFAULT_PORT "8080"
+
+#define DECLARE_MODULE(id)  extern const struct colibri_module builtin_module_##id;
+#define DECLARE_HANDLER(id) extern const struct colibri_handler builtin_handler_##id;
+#define REF_MODULE(id)      &builtin_module_##id,
+#define REF_HANDLER(id)     &builtin_handler_##id,
+BUILTIN_MODULES(DECLARE_MODULE)
+BUILTIN_HANDLERS(DECLARE_HANDLER)
+static const struct colibri_module *const builtin_modules[] = {BUILTIN_MODULES(REF_MODULE)};
+static const struct colibri_handler *const builtin_handlers[] = {BUILTIN_HANDLERS(REF_HANDLER)};
+
+struct colibri_server *colibri_server_new(void)
+{
+    struct colibri_server *srv = ALLOC_INIT(struct colibri_server, {.acceptor_wake = -1});
+    if (!srv)
+        return NULL;
+    srv->wcfg = (struct worker_cfg){
+        .keep_alive_s = 15,
+        .request_timeout_s = 10,
+        .stack_size = CORO_DEFAULT_STACK,
+        .max_free_ctx = 64,
+        .shutdown_grace_s = 10,
+        .proto = &http_proto,
+    };
+    srv->http = (struct http_config){
+        .limits = HTTP_LIMITS_DEFAULT,
+        .max_body = 1 << 20,
+    };
+    strcpy(srv->http.server_hdr, "Server: colibri\r\n");
+    srv->http.server_hdr_len = strlen(srv->http.server_hdr);
+    srv->routes = trie_new();
+    srv->http.routes = srv->routes;
+    bool ok = srv->routes != NULL;
+    for (size_t i = 0; ok && i < N_ELEMENTS(builtin_handlers); i++)
+        ok = colibri_server_register(srv, builtin_handlers[i]) == 0;
+    for (size_t i = 0; ok && i < N_ELEMENTS(builtin_modules); i++)
+        ok = colibri_server_add_module(srv, builtin_modules[i]) == 0;
+    if (!ok) {
+        colibri_server_free(srv);
+        return NULL;
+    }
+    return srv;
+}
+
+void colibri_server_free(struct colibri_server *srv)
+{
+    if (!srv)
+        return;
+    while (srv->route_list) {
+        struct http_route *r = srv->route_list;
+        srv->route_list = r->next;
+        if (r->free_data)
+            r->free_data(r->data);
+        free(r);
+    }
+    trie_free(srv->routes);
+    tpl_free(srv->error_tpl);
+    free(srv->handlers);
+    free(srv->modules);
+    free(srv->listeners);
+    config_free(srv->cfg);
+    /* last: handlers, modules and route data may live in these libraries */
+    for (unsigned i = srv->n_libs; i-- > 0;)
+        dlclose(srv->libs[i]);
+    free(srv->libs);
+    free(srv);
+}
+
+int colibri_server_register(struct colibri_server *srv, const struct colibri_handler *h)
+{
+    if (!h->name || !h->fn)
+        return -EINVAL;
+    if (server_find_handler(srv, h->name))
+        return -EEXIST;
+    struct colibri_handler *n = realloc(srv->handlers, (srv->n_handlers + 1) * sizeof(*n));
+    if (!n)
+        return -ENOMEM;
+    srv->handlers = n;
+    srv->handlers[srv->n_handlers++] = *h;
+    return 0;
+}
+
+const struct colibri_handler *server_find_handler(const struct colibri_server *srv,
+                                                  const char *name)
+{
+    for (unsigned i = 0; i < srv->n_handlers; i++)
+        if (!strcmp(srv->handlers[i].name, name))
+            return &srv->handlers[i];
+    return NULL;
+}
+
+int colibri_server_add_module(struct colibri_server *srv, const struct colibri_module *m)
+{
+    if (!m->name || !m->name[0] || !m->from_config)
+        return -EINVAL;
+    if (!strcmp(m->name, "handler") || server_find_module(srv, m->name))
+        return -EEXIST;
+    struct colibri_module *n = realloc(srv->modules, (srv->n_modules + 1) * sizeof(*n));
+    if (!n)
+        return -ENOMEM;
+    srv->modules = n;
+    srv->modules[srv->n_modules++] = *m;
+    return 0;
+}
+
+const struct colibri_module *server_find_module(const struct colibri_server *srv, const char *name)
+{
+    for (unsigned i = 0; i < srv->n_modules; i++)
+        if (!strcmp(srv->modules[i].name, name))
+            return &srv->modules[i];
+    return NULL;
+}
+
+int colibri_server_add_route(struct colibri_server *srv, const char *prefix,
+                             const struct colibri_handler *h, void *data, void (*free_data)(void *),
+                             char *err, size_t errlen)
+{
+    int e = -ENOMEM;
+    if (!prefix || prefix[0] != '/') {
+        e = err_set(err, errlen, -EINVAL, NULL, "prefix '%s' must start with '/'",
+                    prefix ? prefix : "");
+        goto out_free;
+    }
+    struct http_route *r =
+        ALLOC_INIT(struct http_route,
+                   {.handler = h, .data = data, .free_data = free_data, .next = srv->route_list});
+    if (!r || (e = trie_add(srv->routes, prefix, strlen(prefix), r)) < 0) {
+        free(r);
+        if (e == -EEXIST)
+            err_set(err, errlen, e, NULL, "prefix '%s' is already routed", prefix);
+        else
+            err_set(err, errlen, e, NULL, "prefix '%s': %s", prefix, strerror(-e));
+        goto out_free;
+    }
+    srv->route_list = r;
+    return 0;
+
+out_free:
+    if (free_data)
+        free_data(data);
+    return e;
+}
+
+int colibri_server_remove_route(struct colibri_server *srv, const char *prefix)
+{
+    void *v;
+    int r = trie_remove(srv->routes, prefix, strlen(prefix), &v);
+    if (r)
+        return r;
+    for (struct http_route **p = &srv->route_list; *p; p = &(*p)->next) {
+        if (*p != v)
+            continue;
+        struct http_route *gone = *p;
+        *p = gone->next;
+        if (gone->free_data)
+            gone->free_data(gone->data);
+        free(gone);
+        break;
+    }
+    return 0;
+}
+
+int colibri_server_route(struct colibri_server *srv, const char *prefix, const char *handler,
+                         void *data, char *err, size_t errlen)
+{
+    const struct colibri_handler *h = server_find_handler(srv, handler);
+    if (!h)
+        return err_set(err, errlen, -ENOENT, NULL, "unknown handler '%s'", handler);
+    return colibri_server_add_route(srv, prefix, h, data, NULL, err, errlen);
+}
+
+void colibri_server_clear_listeners(struct colibri_server *srv)
+{
+    free(srv->listeners);
+    srv->listeners = NULL;
+    srv->n_listeners = 0;
+}
+
+void colibri_server_set_threads(struct colibri_server *srv, unsigned n)
+{
+    srv->n_threads = n;
+}
+
+int colibri_server_listen(struct colibri_server *srv, const char *addr, char *err, size_t errlen)
+{
+    struct listener l = {0};
+    int r = listener_parse(addr, &l, err, errlen);
+    if (r)
+        return r;
+    struct listener *n = realloc(srv->listeners, (srv->n_listeners + 1) * sizeof(*n));
+    if (!n)
+        return err_set(err, errlen, -ENOMEM, NULL, "out of memory");
+    srv->listeners = n;
+    srv->listeners[srv->n_listeners++] = l;
+    return 0;
+}
+
+/* --- running ------------------------------------------------------------------ */
+
+static unsigned cpu_count(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+        return (unsigned)CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1;
+}
+
+static uint32_t raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return 1024;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 22))
+        return 1u << 22;
+    return (uint32_t)rl.rlim_cur;
+}
+
+int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
+{
+    int r = 0;
+    if (!srv->n_listeners && (r = colibri_server_listen(srv, "*:" DEFAULT_PORT, err, errlen)))
+        return r;
+    signal(SIGPIPE, SIG_IGN);
+
+    unsigned n = srv->n_threads ? srv->n_threads : cpu_count();
+    srv->max_fds = raise_fd_limit();
+    /* mapped: page-aligned, so each pair of 32-byte entries fills exactly
+     * one cache line, and untouched pages of the table cost no memory */
+    size_t table = (size_t)srv->max_fds * sizeof(struct conn);
+    srv->conns = mmap(NULL, table, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (srv->conns == MAP_FAILED)
+        srv->conns = NULL;
+    srv->workers = calloc(n, sizeof(struct worker));
+    srv->http_workers = calloc(n, sizeof(*srv->http_workers));
+    bool ok = srv->conns && srv->workers && srv->http_workers;
+    for (unsigned i = 0; ok && i < n; i++)
+        ok = (srv->http_workers[i] = http_worker_new(&srv->http)) != NULL;
+    if (!ok) {
+        r = err_set(err, errlen, -ENOMEM, NULL, "out of memory for %u connections", srv->max_fds);
+        goto out_free;
+    }
+    srv->http.error_tpl = srv->error_tpl;
+    /* room for a whole head and the start of a body, in whole pages */
+    srv->wcfg.in_cap = (srv->http.limits.max_head + 1024 + 4095) & ~(size_t)4095;
+
+    /* with an acceptor thread, one set of sockets for it; otherwise one set
+     * per worker */
+    unsigned started = 0, sets = srv->accept_thread ? 1 : n;
+    for (unsigned i = 0; i < sets + (srv->accept_thread ? n : 0); i++) {
+        bool own = i < sets;
+        int *fds = own ? calloc(srv->n_listeners, sizeof(int)) : NULL;
+        if (own && !fds) {
+            r = -ENOMEM;
+            goto out_workers;
+        }
+        for (unsigned j = 0; own && j < srv->n_listeners; j++) {
+            int fd =
+                listener_open(&srv->listeners[j], srv->wcfg.request_timeout_s, i == 0, err, errlen);
+            if (fd < 0) {
+                while (j--)
+                    close(fds[j]);
+                free(fds);
+                r = fd;
+                goto out_workers;
+            }
+            fds[j] = fd;
+        }
+        if (srv->accept_thread && own) {
+            srv->acceptor_fds = fds;
+            continue;
+        }
+        unsigned wi = srv->accept_thread ? i - 1 : i;
+        r = worker_init(&srv->workers[wi], &srv->wcfg, wi, srv->conns, srv->max_fds, fds,
+                        own ? srv->n_listeners : 0);
+        started = wi + 1;
+        srv->workers[wi].proto_state = srv->http_workers[wi];
+        if (!r && srv->accept_thread &&
+            !(srv->workers[wi].ring = calloc(1, sizeof(struct fd_ring))))
+            r = -ENOMEM;
+        if (r) {
+            err_set(err, errlen, r, NULL, "worker %u: %s", wi, strerror(-r));
+            goto out_workers;
+        }
+    }
+    if (srv->accept_thread && (srv->acceptor_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+        r = err_set(err, errlen, -errno, NULL, "eventfd: %s", strerror(errno));
+        goto out_workers;
+    }
+    srv->n_threads = n;
+    for (unsigned j = 0; j < srv->n_listeners; j++) {
+        char url[80];
+        listener_url(&srv->listeners[j], url, sizeof(url));
+        fprintf(stderr, "colibri: listening on %s\n", url);
+    }
+
+    /* workers leave SIGINT/SIGTERM to the thread that called us */
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    unsigned running = 0;
+    for (; running < n; running++)
+        if (pthread_create(&srv->workers[running].thread, NULL, worker_main,
+                           &srv->workers[running])) {
+            r = err_set(err, errlen, -EAGAIN, NULL, "cannot start worker thread %u", running);
+            break;
+        }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    srv->running = 1;
+    if (r || srv->stop_asap)
+        colibri_server_shutdown(srv);
+    if (srv->accept_thread && !r) {
+        acceptor_run(srv->workers, n, srv->acceptor_fds, srv->n_listeners, srv->acceptor_wake,
+                     &srv->stop_asap);
+        /* refuse new connections at once, not when the last worker is done */
+        for (unsigned j = 0; j < srv->n_listeners; j++)
+            close(srv->acceptor_fds[j]);
+        free(srv->acceptor_fds);
+        srv->acceptor_fds = NULL;
+    }
+    for (unsigned i = 0; i < running; i++)
+        pthread_join(srv->workers[i].thread, NULL);
+    srv->running = 0;
+
+out_workers:
+    for (unsigned i = 0; i < started; i++)
+        worker_destroy(&srv->workers[i]);
+out_free:
+    for (unsigned j = 0; srv->acceptor_fds && j < srv->n_listeners; j++)
+        close(srv->acceptor_fds[j]);
+    free(srv->acceptor_fds);
+    srv->acceptor_fds = NULL;
+    if (srv->acceptor_wake >= 0)
+        close(srv->acceptor_wake);
+    srv->acceptor_wake = -1;
+    for (unsigned i = 0; srv->http_workers && i < n; i++)
+        http_worker_free(srv->http_workers[i]);
+    free(srv->http_workers);
+    srv->http_workers = NULL;
+    free(srv->workers);
+    srv->workers = NULL;
+    if (srv->conns)
+        munmap(srv->conns, (size_t)srv->max_fds * sizeof(struct conn));
+    srv->conns = NULL;
+    return r;
+}
+
+void colibri_server_shutdown(struct colibri_server *srv)
+{
+    srv->stop_asap = 1;
+    if (!srv->running || !srv->workers)
+        return;
+    if (srv->acceptor_wake >= 0) {
+        uint64_t one = 1;
+        ssize_t r = write(srv->acceptor_wake, &one, sizeof(one));
+        (void)r;
+    }
+    for (unsigned i = 0; i < srv->n_threads; i++)
+        worker_wake(&srv->workers[i]);
+}
