@@ -4,6 +4,7 @@ import re
 import subprocess
 
 import pytest
+import requests
 
 from conftest import colibri_bin, free_port
 
@@ -119,6 +120,41 @@ def test_stray_close_brace(tmp_path):
     err = p.stderr.decode()
     assert p.returncode == 1, err
     assert re.search(r"^colibri: %s:2: " % re.escape(str(conf)), err, re.M), err
+
+
+def test_duplicate_key(tmp_path):
+    # Both lines are named: the second copy is the one nobody reads.
+    conf, p = run_config(tmp_path, listener() + "threads = 1\n# more\nthreads = 2\n" + good_site(tmp_path))
+    check(p, conf, 4, "threads", ["duplicate key (first at line 2)"])
+    assert b"unknown key" not in p.stderr
+
+
+def test_duplicate_key_in_serve_files(tmp_path):
+    (tmp_path / "www").mkdir()
+    text = listener() + "site {\n    serve_files / {\n        path = %s\n        path = /tmp\n    }\n}\n" % (tmp_path / "www")
+    conf, p = run_config(tmp_path, text)
+    check(p, conf, 5, "path", ["duplicate key (first at line 4)"])
+
+
+def test_repeatable_keys_are_no_duplicates(make_server, tmp_path):
+    # listener, site, handler and serve_files may all repeat.
+    for d in "ab":
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "x.txt").write_text(d)
+    port2 = free_port()
+    site = (
+        "listener 127.0.0.1:%d\n"
+        "site {\n    handler /hello hello_world\n    handler /echo echo\n"
+        "    serve_files /a/ {\n        path = %s\n    }\n"
+        "    serve_files /b/ {\n        path = %s\n    }\n}\n"
+        "site {\n    handler /hi hello_world\n}\n" % (port2, tmp_path / "a", tmp_path / "b")
+    )
+    s = make_server(site=site)
+    assert s.proc.poll() is None
+    for base in (s.url, "http://127.0.0.1:%d" % port2):
+        for path, want in (("/a/x.txt", "a"), ("/b/x.txt", "b"), ("/hi", "Hello, World!")):
+            r = requests.get(base + path, timeout=5)
+            assert (r.status_code, r.text) == (200, want), (base, path)
 
 
 def test_missing_config_file(tmp_path):

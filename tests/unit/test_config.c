@@ -732,6 +732,99 @@ TEST(take_and_unused)
     config_free(NULL);
 }
 
+/* Reads like the server does: "threads" once, "listener" in a loop, each
+ * "site" whole, and in a "serve_files" section "path" once. */
+static int read_like_server(struct config *cfg)
+{
+    struct config_node *n, *site, *sf;
+    while (config_take(cfg->root, "listener"))
+        ;
+    config_take(cfg->root, "threads");
+    while ((site = config_take(cfg->root, "site"))) {
+        while ((n = config_take_any(site))) {
+            if (n->is_section)
+                config_take(n, "path");
+        }
+    }
+    while ((sf = config_take(cfg->root, "serve_files")))
+        config_take(sf, "path");
+    return config_check_unused(cfg, err, sizeof(err));
+}
+
+/* The message of read_like_server() over text, or "" when it passes. */
+static const char *unused_after_reading(const char *text)
+{
+    struct config *cfg = parse(text);
+    if (!cfg)
+        return err;
+    if (read_like_server(cfg) == 0)
+        err[0] = '\0';
+    config_free(cfg);
+    return err;
+}
+
+TEST(duplicate_keys)
+{
+    /* a key read once, given twice: both lines named */
+    CHECK_EQ_STR(unused_after_reading("listener a\n"
+                                      "# comment\n"
+                                      "threads = 2\n"
+                                      "\n"
+                                      "threads = 3\n"),
+                 "t.conf:5: threads: duplicate key (first at line 3)");
+    CHECK_EQ_STR(unused_after_reading("site {\n"
+                                      "    handler /hello hello_world\n"
+                                      "    serve_files / {\n"
+                                      "        path = ./wwwroot\n"
+                                      "        index = index.html\n"
+                                      "        path = ./other\n"
+                                      "    }\n"
+                                      "}\n"),
+                 "t.conf:5: index: unknown key"); /* the first leftover comes first */
+    CHECK_EQ_STR(unused_after_reading("site {\n"
+                                      "    serve_files / {\n"
+                                      "        path = ./wwwroot\n"
+                                      "        path = ./other\n"
+                                      "    }\n"
+                                      "}\n"),
+                 "t.conf:4: path: duplicate key (first at line 3)");
+    /* a third copy is reported too, still against the first */
+    CHECK_EQ_STR(unused_after_reading("threads 1\nthreads 2\nthreads 3\n"),
+                 "t.conf:2: threads: duplicate key (first at line 1)");
+    /* keys read in a loop may repeat, at any level */
+    CHECK_EQ_STR(unused_after_reading("listener a\nlistener b\nthreads 1\nlistener c\n"
+                                      "site {\n  handler /a x\n  handler /b y\n}\n"
+                                      "site {\n  handler /c z\n}\n"),
+                 "");
+    /* sections with arguments: each one read is fine */
+    CHECK_EQ_STR(unused_after_reading("serve_files /a {\n  path = x\n}\n"
+                                      "serve_files /b {\n  path = y\n}\n"),
+                 "");
+    /* the same key in two sections is no duplicate */
+    CHECK_EQ_STR(unused_after_reading("serve_files /a {\n  path = x\n}\n"
+                                      "serve_files /b {\n  path = y\n  path = z\n}\n"),
+                 "t.conf:6: path: duplicate key (first at line 5)");
+    CHECK_EQ_STR(unused_after_reading("serve_files /a {\n  path = x\n}\n"
+                                      "serve_files /b {\n  index = y\n}\n"),
+                 "t.conf:5: index: unknown key");
+    /* a key of the same name in an enclosing section does not count */
+    struct config *cfg = parse("path x\ns {\n  path y\n}\n");
+    config_take(cfg->root, "path");
+    config_take(cfg->root, "s");
+    CHECK_EQ_INT(config_check_unused(cfg, err, sizeof(err)), -EINVAL);
+    CHECK_EQ_STR(err, "t.conf:3: path: unknown key");
+    config_free(cfg);
+    /* nobody took either copy: unknown, at the first */
+    CHECK_EQ_STR(unused_after_reading("bogus 1\nbogus 2\n"), "t.conf:1: bogus: unknown key");
+    /* a copy taken after an untaken one: the untaken one is no duplicate
+     * of something that comes later */
+    cfg = parse("k 1\nk 2\n");
+    child(cfg->root, 1)->used = true;
+    CHECK_EQ_INT(config_check_unused(cfg, err, sizeof(err)), -EINVAL);
+    CHECK_EQ_STR(err, "t.conf:1: k: unknown key");
+    config_free(cfg);
+}
+
 TEST(parse_file)
 {
     char path[] = "/tmp/colibri-test-config-XXXXXX";
@@ -849,6 +942,7 @@ int main(void)
     RUN(ints);
     RUN(config_error_format);
     RUN(take_and_unused);
+    RUN(duplicate_keys);
     RUN(parse_file);
     RUN(garbage_does_not_crash);
     return test_summary();

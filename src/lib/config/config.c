@@ -542,12 +542,16 @@ int config_error(const struct config_node *n, char *err, size_t errlen, const ch
     return -EINVAL;
 }
 
-static const struct config_node *first_unused(const struct config_node *section)
+/* The first node nobody took, depth first, and the section holding it. */
+static const struct config_node *first_unused(const struct config_node *section,
+                                              const struct config_node **parent)
 {
     for (const struct config_node *n = section->children; n; n = n->next) {
-        if (!n->used)
+        if (!n->used) {
+            *parent = section;
             return n;
-        const struct config_node *u = first_unused(n);
+        }
+        const struct config_node *u = first_unused(n, parent);
         if (u)
             return u;
     }
@@ -556,9 +560,20 @@ static const struct config_node *first_unused(const struct config_node *section)
 
 int config_check_unused(const struct config *cfg, char *err, size_t errlen)
 {
-    const struct config_node *n = first_unused(cfg->root);
+    const struct config_node *parent = NULL;
+    const struct config_node *n = first_unused(cfg->root, &parent);
     if (!n)
         return 0;
+    /* A reader that takes a key once leaves a second copy of it behind;
+     * one that takes it in a loop (listener, handler) leaves none. So an
+     * earlier copy that was taken makes this one a duplicate. */
+    for (const struct config_node *p = parent->children; p != n; p = p->next) {
+        if (p->used && strcmp(p->name, n->name) == 0) {
+            set_err(err, errlen, "%s:%d: %s: duplicate key (first at line %d)", n->file, n->line,
+                    n->name, p->line);
+            return -EINVAL;
+        }
+    }
     set_err(err, errlen, "%s:%d: %s: unknown key", n->file, n->line, n->name);
     return -EINVAL;
 }

@@ -18,8 +18,8 @@
  *
  * Readers take nodes with config_take*(), which marks them used; once every
  * module has read its part, config_check_unused() reports the first key
- * nobody took, so a typo is an error, not a silently ignored line. Every
- * error message names the file, the line and the key:
+ * nobody took, so a typo or a key given twice is an error, not a silently
+ * ignored line. Every error message names the file, the line and the key:
  *     "colibri.conf:12: keep_alive_timeout: bad duration 'abc'"
  *
  * Not thread-safe; read at start-up.
@@ -73,6 +73,11 @@ int config_int(const struct config_node *n, long min, long max, long *out, char 
 int config_error(const struct config_node *n, char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* -EINVAL with "file:line: unknown key 'x'" for the first node (depth
- * first) that nobody took; 0 when every node was used. */
+/* 0 when every node was used; otherwise -EINVAL and a message about the
+ * first node (depth first) that nobody took:
+ *     "file:5: threads: duplicate key (first at line 3)"
+ * when an earlier node of the same name in the same section was taken (a
+ * reader that wants the key once took the first copy only; keys read in a
+ * loop, like "listener", leave no copy behind), else
+ *     "file:5: thradds: unknown key" */
 int config_check_unused(const struct config *cfg, char *err, size_t errlen);
