@@ -106,20 +106,88 @@ def test_bad_listener(tmp_path):
     check(p, conf, 2, "listener")
 
 
+def check_nokey(p, conf, line, message):
+    # "FILE:LINE: message" for an error that belongs to no key.
+    err = p.stderr.decode("utf-8", "replace")
+    assert p.returncode == 1, (p.returncode, err)
+    want = "colibri: %s:%d: %s\n" % (conf, line, message)
+    assert want in err, (want, err)
+    assert "Sanitizer" not in err and "runtime error:" not in err, err
+
+
 def test_unclosed_section(tmp_path):
     text = listener() + "site {\n    handler /hello hello_world\n"
     conf, p = run_config(tmp_path, text)
-    err = p.stderr.decode()
-    assert p.returncode == 1, err
-    assert re.search(r"^colibri: %s:2: " % re.escape(str(conf)), err, re.M), err
+    check(p, conf, 2, "site", ["section never closed (missing '}')"])
 
 
 def test_stray_close_brace(tmp_path):
     text = listener() + "}\n" + good_site(tmp_path)
     conf, p = run_config(tmp_path, text)
-    err = p.stderr.decode()
-    assert p.returncode == 1, err
-    assert re.search(r"^colibri: %s:2: " % re.escape(str(conf)), err, re.M), err
+    check_nokey(p, conf, 2, "unexpected '}' (no section open)")
+
+
+def test_missing_open_brace_of_site(tmp_path):
+    # "site" without its "{": the error is at "site", not at the last line.
+    (tmp_path / "www").mkdir()
+    text = listener() + (
+        "threads = 1\n"
+        "site\n"
+        "    handler /hello hello_world\n"
+        "    serve_files / {\n"
+        "        path = %s\n"
+        "    }\n"
+        "}\n" % (tmp_path / "www")
+    )
+    conf, p = run_config(tmp_path, text)
+    check(p, conf, 3, "site", ["missing '{' (so the '}' on line 8 has no section to close)"])
+
+
+def test_missing_open_brace_of_serve_files(tmp_path):
+    (tmp_path / "www").mkdir()
+    text = listener() + (
+        "site {\n"
+        "    handler /hello hello_world\n"
+        "    serve_files /\n"
+        "        path = %s\n"
+        "        index = index.html\n"
+        "    }\n"
+        "}\n" % (tmp_path / "www")
+    )
+    conf, p = run_config(tmp_path, text)
+    check(p, conf, 4, "serve_files", ["missing '{' (so the '}' on line 8 has no section to close)"])
+
+
+def test_missing_close_brace_of_serve_files(tmp_path):
+    # The "}" of serve_files is missing, so "site"'s "}" closes it and
+    # "site" stays open to the end: the error names serve_files.
+    (tmp_path / "www").mkdir()
+    text = listener() + (
+        "site {\n"
+        "    handler /hello hello_world\n"
+        "    serve_files / {\n"
+        "        path = %s\n"
+        "}\n"
+        "threads = 1\n" % (tmp_path / "www")
+    )
+    conf, p = run_config(tmp_path, text)
+    check(p, conf, 4, "serve_files", ["section never closed (missing '}' before line 6)"])
+
+
+def test_extra_close_brace(tmp_path):
+    (tmp_path / "www").mkdir()
+    text = listener() + (
+        "site {\n"
+        "    serve_files / {\n"
+        "        path = %s\n"
+        "    }\n"
+        "    }\n"
+        "}\n" % (tmp_path / "www")
+    )
+    conf, p = run_config(tmp_path, text)
+    check_nokey(
+        p, conf, 6, "unexpected '}' (it closes 'site' from line 2, so the '}' on line 7 has no section to close)"
+    )
 
 
 def test_duplicate_key(tmp_path):

@@ -46,7 +46,22 @@ struct config {
     char *file;
 };
 
-/* Return NULL and a message in err ("file:line: ...") on failure. */
+/* Return NULL and a message in err ("file:line: ...") on failure.
+ *
+ * Braces that do not balance are reported where the indentation shows the
+ * mistake was made (a section's '}' lined up with its header, its body
+ * indented deeper), not where the parser ran out:
+ *     "colibri.conf:4: serve_files: missing '{' (so the '}' on line 8 has
+ *      no section to close)"
+ *     "colibri.conf:5: unexpected '}' (it closes 'site' from line 1, so the
+ *      '}' on line 6 has no section to close)"
+ *     "colibri.conf:4: serve_files: section never closed (missing '}'
+ *      before line 6)"
+ * and, when the indentation says nothing (or mixes tabs and spaces), at the
+ * brace itself: "colibri.conf:7: unexpected '}' (no section open)", or
+ * "colibri.conf:2: site: section never closed (missing '}')" for the
+ * innermost section still open at the end. Indentation alone is never an
+ * error. */
 struct config *config_parse_file(const char *path, char *err, size_t errlen);
 struct config *config_parse_string(const char *name, const char *text, char *err, size_t errlen);
 /* The same over len bytes that need not end in a NUL; a NUL byte inside is
