@@ -55,6 +55,17 @@ static void run(struct config *cfg)
         abort();
     if (r < 0)
         check_message(err);
+    /* a reader that wants the first key once takes its first copy; any
+     * other copy is then reported as a duplicate */
+    struct config_node *first = cfg->root->children;
+    if (first) {
+        if (config_take(cfg->root, first->name) != first)
+            abort();
+        if (config_check_unused(cfg, err, sizeof(err)) < 0)
+            check_message(err);
+        if (first->is_section)
+            walk(first, 1);
+    }
     walk(cfg->root, 0);
     if (config_check_unused(cfg, err, sizeof(err)) != 0)
         abort();

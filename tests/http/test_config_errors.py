@@ -4,6 +4,7 @@ import re
 import subprocess
 
 import pytest
+import requests
 
 from conftest import colibri_bin, free_port
 
@@ -105,20 +106,123 @@ def test_bad_listener(tmp_path):
     check(p, conf, 2, "listener")
 
 
+def check_nokey(p, conf, line, message):
+    # "FILE:LINE: message" for an error that belongs to no key.
+    err = p.stderr.decode("utf-8", "replace")
+    assert p.returncode == 1, (p.returncode, err)
+    want = "colibri: %s:%d: %s\n" % (conf, line, message)
+    assert want in err, (want, err)
+    assert "Sanitizer" not in err and "runtime error:" not in err, err
+
+
 def test_unclosed_section(tmp_path):
     text = listener() + "site {\n    handler /hello hello_world\n"
     conf, p = run_config(tmp_path, text)
-    err = p.stderr.decode()
-    assert p.returncode == 1, err
-    assert re.search(r"^colibri: %s:2: " % re.escape(str(conf)), err, re.M), err
+    check(p, conf, 2, "site", ["section never closed (missing '}')"])
 
 
 def test_stray_close_brace(tmp_path):
     text = listener() + "}\n" + good_site(tmp_path)
     conf, p = run_config(tmp_path, text)
-    err = p.stderr.decode()
-    assert p.returncode == 1, err
-    assert re.search(r"^colibri: %s:2: " % re.escape(str(conf)), err, re.M), err
+    check_nokey(p, conf, 2, "unexpected '}' (no section open)")
+
+
+def test_missing_open_brace_of_site(tmp_path):
+    # "site" without its "{": the error is at "site", not at the last line.
+    (tmp_path / "www").mkdir()
+    text = listener() + (
+        "threads = 1\n"
+        "site\n"
+        "    handler /hello hello_world\n"
+        "    serve_files / {\n"
+        "        path = %s\n"
+        "    }\n"
+        "}\n" % (tmp_path / "www")
+    )
+    conf, p = run_config(tmp_path, text)
+    check(p, conf, 3, "site", ["missing '{' (so the '}' on line 8 has no section to close)"])
+
+
+def test_missing_open_brace_of_serve_files(tmp_path):
+    (tmp_path / "www").mkdir()
+    text = listener() + (
+        "site {\n"
+        "    handler /hello hello_world\n"
+        "    serve_files /\n"
+        "        path = %s\n"
+        "        index = index.html\n"
+        "    }\n"
+        "}\n" % (tmp_path / "www")
+    )
+    conf, p = run_config(tmp_path, text)
+    check(p, conf, 4, "serve_files", ["missing '{' (so the '}' on line 8 has no section to close)"])
+
+
+def test_missing_close_brace_of_serve_files(tmp_path):
+    # The "}" of serve_files is missing, so "site"'s "}" closes it and
+    # "site" stays open to the end: the error names serve_files.
+    (tmp_path / "www").mkdir()
+    text = listener() + (
+        "site {\n"
+        "    handler /hello hello_world\n"
+        "    serve_files / {\n"
+        "        path = %s\n"
+        "}\n"
+        "threads = 1\n" % (tmp_path / "www")
+    )
+    conf, p = run_config(tmp_path, text)
+    check(p, conf, 4, "serve_files", ["section never closed (missing '}' before line 6)"])
+
+
+def test_extra_close_brace(tmp_path):
+    (tmp_path / "www").mkdir()
+    text = listener() + (
+        "site {\n"
+        "    serve_files / {\n"
+        "        path = %s\n"
+        "    }\n"
+        "    }\n"
+        "}\n" % (tmp_path / "www")
+    )
+    conf, p = run_config(tmp_path, text)
+    check_nokey(
+        p, conf, 6, "unexpected '}' (it closes 'site' from line 2, so the '}' on line 7 has no section to close)"
+    )
+
+
+def test_duplicate_key(tmp_path):
+    # Both lines are named: the second copy is the one nobody reads.
+    conf, p = run_config(tmp_path, listener() + "threads = 1\n# more\nthreads = 2\n" + good_site(tmp_path))
+    check(p, conf, 4, "threads", ["duplicate key (first at line 2)"])
+    assert b"unknown key" not in p.stderr
+
+
+def test_duplicate_key_in_serve_files(tmp_path):
+    (tmp_path / "www").mkdir()
+    text = listener() + "site {\n    serve_files / {\n        path = %s\n        path = /tmp\n    }\n}\n" % (tmp_path / "www")
+    conf, p = run_config(tmp_path, text)
+    check(p, conf, 5, "path", ["duplicate key (first at line 4)"])
+
+
+def test_repeatable_keys_are_no_duplicates(make_server, tmp_path):
+    # listener, site, handler and serve_files may all repeat.
+    for d in "ab":
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "x.txt").write_text(d)
+    port2 = free_port()
+    site = (
+        "listener 127.0.0.1:%d\n"
+        "site {\n    handler /hello hello_world\n    handler /echo echo\n"
+        "    serve_files /a/ {\n        path = %s\n    }\n"
+        "    serve_files /b/ {\n        path = %s\n    }\n}\n"
+        "site {\n    handler /hi hello_world\n}\n" % (port2, tmp_path / "a", tmp_path / "b")
+    )
+    s = make_server(site=site)
+    assert s.proc.poll() is None
+    for base in (s.url, "http://127.0.0.1:%d" % port2):
+        for path, want in (("/a/x.txt", "a"), ("/b/x.txt", "b"), ("/hi", "Hello, World!")):
+            r = requests.get(base + path, timeout=5)
+            assert (r.status_code, r.text) == (200, want), (base, path)
 
 
 def test_missing_config_file(tmp_path):

@@ -361,15 +361,14 @@ TEST(nesting_limit)
 
 TEST(syntax_errors)
 {
-    EXPECT_ERROR("a = 1\nsite {\n  b = 2\n", "t.conf:2: section 'site' opened here is never "
-                                             "closed (missing '}')");
-    EXPECT_ERROR("a {\n}\nc\n{\n  d = 1\n",
-                 "t.conf:3: section 'c' opened here is never closed (missing '}')");
-    /* the innermost section still open at the end is the one named */
-    EXPECT_ERROR("a {\n  b {\n  }\n  c {\n  }\n  d {\n}\n",
-                 "t.conf:1: section 'a' opened here is never closed (missing '}')");
-    EXPECT_ERROR("a = 1\n}\n", "t.conf:2: stray '}' closes no section");
-    EXPECT_ERROR("a {\n}\n}\n", "t.conf:3: stray '}' closes no section");
+    EXPECT_ERROR("a = 1\nsite {\n  b = 2\n", "t.conf:2: site: section never closed (missing '}')");
+    EXPECT_ERROR("a {\n}\nc\n{\n  d = 1\n", "t.conf:3: c: section never closed (missing '}')");
+    /* without indentation to go by, the innermost section still open at
+     * the end is the one named (see brace_mismatch for the indented case) */
+    EXPECT_ERROR("a {\nb {\n}\nc {\n}\nd {\n}\n",
+                 "t.conf:1: a: section never closed (missing '}')");
+    EXPECT_ERROR("a = 1\n}\n", "t.conf:2: unexpected '}' (no section open)");
+    EXPECT_ERROR("a {\n}\n}\n", "t.conf:3: unexpected '}' (no section open)");
     EXPECT_ERROR("a {\n} x\n}\n", "t.conf:2: unexpected text after '}'");
     EXPECT_ERROR("a\n{ b = 1\n}\n", "t.conf:2: unexpected text after '{'");
     EXPECT_ERROR("x = 1\nname = \"abc\n", "t.conf:2: name: unterminated quote");
@@ -395,8 +394,7 @@ TEST(syntax_errors)
     EXPECT_ERROR("a { b = 1 }\n", "t.conf:1: a: '{' must end the line");
     EXPECT_ERROR("a b }\n", "t.conf:1: a: '}' must be on a line of its own");
     /* sections opened and closed properly, then one left open: its line */
-    EXPECT_ERROR("a {\n}\nb {\n}\n\nc {\n", "t.conf:6: section 'c' opened here is never "
-                                            "closed (missing '}')");
+    EXPECT_ERROR("a {\n}\nb {\n}\n\nc {\n", "t.conf:6: c: section never closed (missing '}')");
     /* no err buffer at all is fine */
     CHECK(config_parse_string("t.conf", "}", NULL, 0) == NULL);
     /* a tiny buffer is truncated, not overrun */
@@ -407,7 +405,118 @@ TEST(syntax_errors)
     CHECK_EQ_INT(small[5], 'Z');
     /* no name: a generic one */
     CHECK(config_parse_string(NULL, "a\n}", err, sizeof(err)) == NULL);
-    CHECK_EQ_STR(err, "<string>:2: stray '}' closes no section");
+    CHECK_EQ_STR(err, "<string>:2: unexpected '}' (no section open)");
+}
+
+/* Braces that do not balance: the error names the line where the
+ * indentation shows the mistake was made, not where the parser ran out. */
+TEST(brace_mismatch)
+{
+    /* a section header without its '{': its '}' is left over at the end */
+    EXPECT_ERROR("listener 127.0.0.1:8080\n"
+                 "site\n"
+                 "    handler /hello hello_world\n"
+                 "    serve_files / {\n"
+                 "        path = ./wwwroot\n"
+                 "    }\n"
+                 "}\n",
+                 "t.conf:2: site: missing '{' (so the '}' on line 7 has no section to close)");
+    /* the same one level down: its '}' closes "site" instead */
+    EXPECT_ERROR("listener 127.0.0.1:8080\n"
+                 "site {\n"
+                 "    handler /hello hello_world\n"
+                 "    serve_files /\n"
+                 "        path = ./wwwroot\n"
+                 "        index = index.html\n"
+                 "    }\n"
+                 "}\n",
+                 "t.conf:4: serve_files: missing '{' (so the '}' on line 8 has no section to "
+                 "close)");
+    /* and two levels down, with a '{' on a line of its own above it */
+    EXPECT_ERROR("a\n{\n    b {\n        c\n            k = 1\n        }\n    }\n}\n",
+                 "t.conf:4: c: missing '{' (so the '}' on line 8 has no section to close)");
+    /* "/{" is a value, not a value and a brace */
+    EXPECT_ERROR("site {\n    serve_files /{\n        path = x\n    }\n}\n",
+                 "t.conf:2: serve_files: '{' needs a blank before it (so the '}' on line 5 has "
+                 "no section to close)");
+    /* tabs work as well as spaces */
+    EXPECT_ERROR("site {\n\thandler /a echo\n\tserve_files /\n\t\tpath = x\n\t}\n}\n",
+                 "t.conf:3: serve_files: missing '{' (so the '}' on line 6 has no section to "
+                 "close)");
+
+    /* a '}' too many: the one indented deeper than the section it closes */
+    EXPECT_ERROR("site {\n"
+                 "    serve_files / {\n"
+                 "        path = ./wwwroot\n"
+                 "    }\n"
+                 "    }\n"
+                 "}\n"
+                 "threads = 2\n",
+                 "t.conf:5: unexpected '}' (it closes 'site' from line 1, so the '}' on line 6 "
+                 "has no section to close)");
+    /* at the end, or with nothing indented: the '}' itself */
+    EXPECT_ERROR("site {\n    handler /x echo\n}\n}\n",
+                 "t.conf:4: unexpected '}' (no section open)");
+    EXPECT_ERROR("site\nhandler /a echo\n}\n", "t.conf:3: unexpected '}' (no section open)");
+    /* a key indented oddly earlier is no missing '{' once a key at its
+     * level follows */
+    EXPECT_ERROR("listener a\n    threads = 2\nsite {\n    handler /x echo\n}\n}\n",
+                 "t.conf:6: unexpected '}' (no section open)");
+    /* a '{' on a line of its own is what the '}' lines up with */
+    EXPECT_ERROR("site\n  {\n    handler /x echo\n  }\nlistener a\n}\n",
+                 "t.conf:6: unexpected '}' (no section open)");
+    EXPECT_ERROR("site\n  {\n    serve_files /\n      {\n        path = x\n  }\n",
+                 "t.conf:3: serve_files: section never closed (missing '}' before line 6)");
+    /* tabs against spaces say nothing */
+    EXPECT_ERROR("\tsite {\n    serve_files /\n        path = x\n    }\n}\n",
+                 "t.conf:5: unexpected '}' (no section open)");
+
+    /* a '}' missing: the section whose body ends early, named where it opens */
+    EXPECT_ERROR("listener 127.0.0.1:8080\n"
+                 "site {\n"
+                 "    handler /hello hello_world\n"
+                 "    serve_files / {\n"
+                 "        path = ./wwwroot\n"
+                 "}\n",
+                 "t.conf:4: serve_files: section never closed (missing '}' before line 6)");
+    EXPECT_ERROR("site {\n"
+                 "    serve_files / {\n"
+                 "        path = ./wwwroot\n"
+                 "    handler /x echo\n"
+                 "}\n"
+                 "threads = 2\n",
+                 "t.conf:2: serve_files: section never closed (missing '}' before line 4)");
+    EXPECT_ERROR("site {\n    serve_files / {\n        path = x\n    }\nthreads = 2\n",
+                 "t.conf:1: site: section never closed (missing '}' before line 5)");
+    EXPECT_ERROR("a {\n  b {\n  }\n  c {\n  }\n  d {\n}\n",
+                 "t.conf:6: d: section never closed (missing '}' before line 7)");
+    /* the last '}' of the file missing: nothing earlier is wrong */
+    EXPECT_ERROR("listener 127.0.0.1:8080\n"
+                 "site {\n"
+                 "    handler /hello hello_world\n"
+                 "    serve_files / {\n"
+                 "        path = ./wwwroot\n"
+                 "    }\n",
+                 "t.conf:2: site: section never closed (missing '}')");
+    /* nothing indented: the innermost section open at the end */
+    EXPECT_ERROR("site {\nhandler /a echo\nserve_files / {\npath = x\n}\n",
+                 "t.conf:1: site: section never closed (missing '}')");
+
+    /* indentation alone is never an error: odd but balanced files parse */
+    struct config *cfg = parse("site {\n"
+                               "handler /a echo\n"
+                               "        serve_files / {\n"
+                               "    path = x\n"
+                               "  }\n"
+                               "       }\n"
+                               "listener a\n"
+                               "    threads 2\n"
+                               "\tx {\n"
+                               "    }\n");
+    CHECK(cfg != NULL);
+    if (!cfg)
+        fprintf(stderr, "  %s\n", err);
+    config_free(cfg);
 }
 
 TEST(long_lines_and_nul)
@@ -732,6 +841,99 @@ TEST(take_and_unused)
     config_free(NULL);
 }
 
+/* Reads like the server does: "threads" once, "listener" in a loop, each
+ * "site" whole, and in a "serve_files" section "path" once. */
+static int read_like_server(struct config *cfg)
+{
+    struct config_node *n, *site, *sf;
+    while (config_take(cfg->root, "listener"))
+        ;
+    config_take(cfg->root, "threads");
+    while ((site = config_take(cfg->root, "site"))) {
+        while ((n = config_take_any(site))) {
+            if (n->is_section)
+                config_take(n, "path");
+        }
+    }
+    while ((sf = config_take(cfg->root, "serve_files")))
+        config_take(sf, "path");
+    return config_check_unused(cfg, err, sizeof(err));
+}
+
+/* The message of read_like_server() over text, or "" when it passes. */
+static const char *unused_after_reading(const char *text)
+{
+    struct config *cfg = parse(text);
+    if (!cfg)
+        return err;
+    if (read_like_server(cfg) == 0)
+        err[0] = '\0';
+    config_free(cfg);
+    return err;
+}
+
+TEST(duplicate_keys)
+{
+    /* a key read once, given twice: both lines named */
+    CHECK_EQ_STR(unused_after_reading("listener a\n"
+                                      "# comment\n"
+                                      "threads = 2\n"
+                                      "\n"
+                                      "threads = 3\n"),
+                 "t.conf:5: threads: duplicate key (first at line 3)");
+    CHECK_EQ_STR(unused_after_reading("site {\n"
+                                      "    handler /hello hello_world\n"
+                                      "    serve_files / {\n"
+                                      "        path = ./wwwroot\n"
+                                      "        index = index.html\n"
+                                      "        path = ./other\n"
+                                      "    }\n"
+                                      "}\n"),
+                 "t.conf:5: index: unknown key"); /* the first leftover comes first */
+    CHECK_EQ_STR(unused_after_reading("site {\n"
+                                      "    serve_files / {\n"
+                                      "        path = ./wwwroot\n"
+                                      "        path = ./other\n"
+                                      "    }\n"
+                                      "}\n"),
+                 "t.conf:4: path: duplicate key (first at line 3)");
+    /* a third copy is reported too, still against the first */
+    CHECK_EQ_STR(unused_after_reading("threads 1\nthreads 2\nthreads 3\n"),
+                 "t.conf:2: threads: duplicate key (first at line 1)");
+    /* keys read in a loop may repeat, at any level */
+    CHECK_EQ_STR(unused_after_reading("listener a\nlistener b\nthreads 1\nlistener c\n"
+                                      "site {\n  handler /a x\n  handler /b y\n}\n"
+                                      "site {\n  handler /c z\n}\n"),
+                 "");
+    /* sections with arguments: each one read is fine */
+    CHECK_EQ_STR(unused_after_reading("serve_files /a {\n  path = x\n}\n"
+                                      "serve_files /b {\n  path = y\n}\n"),
+                 "");
+    /* the same key in two sections is no duplicate */
+    CHECK_EQ_STR(unused_after_reading("serve_files /a {\n  path = x\n}\n"
+                                      "serve_files /b {\n  path = y\n  path = z\n}\n"),
+                 "t.conf:6: path: duplicate key (first at line 5)");
+    CHECK_EQ_STR(unused_after_reading("serve_files /a {\n  path = x\n}\n"
+                                      "serve_files /b {\n  index = y\n}\n"),
+                 "t.conf:5: index: unknown key");
+    /* a key of the same name in an enclosing section does not count */
+    struct config *cfg = parse("path x\ns {\n  path y\n}\n");
+    config_take(cfg->root, "path");
+    config_take(cfg->root, "s");
+    CHECK_EQ_INT(config_check_unused(cfg, err, sizeof(err)), -EINVAL);
+    CHECK_EQ_STR(err, "t.conf:3: path: unknown key");
+    config_free(cfg);
+    /* nobody took either copy: unknown, at the first */
+    CHECK_EQ_STR(unused_after_reading("bogus 1\nbogus 2\n"), "t.conf:1: bogus: unknown key");
+    /* a copy taken after an untaken one: the untaken one is no duplicate
+     * of something that comes later */
+    cfg = parse("k 1\nk 2\n");
+    child(cfg->root, 1)->used = true;
+    CHECK_EQ_INT(config_check_unused(cfg, err, sizeof(err)), -EINVAL);
+    CHECK_EQ_STR(err, "t.conf:1: k: unknown key");
+    config_free(cfg);
+}
+
 TEST(parse_file)
 {
     char path[] = "/tmp/colibri-test-config-XXXXXX";
@@ -765,8 +967,7 @@ TEST(parse_file)
     CHECK(ftruncate(fd, 0) == 0);
     CHECK(pwrite(fd, "site {\n", 7, 0) == 7);
     CHECK(config_parse_file(path, err, sizeof(err)) == NULL);
-    snprintf(want, sizeof(want), "%s:1: section 'site' opened here is never closed (missing '}')",
-             path);
+    snprintf(want, sizeof(want), "%s:1: site: section never closed (missing '}')", path);
     CHECK_EQ_STR(err, want);
     /* a file larger than one read */
     CHECK(ftruncate(fd, 0) == 0);
@@ -841,6 +1042,7 @@ int main(void)
     RUN(sections);
     RUN(nesting_limit);
     RUN(syntax_errors);
+    RUN(brace_mismatch);
     RUN(long_lines_and_nul);
     RUN(environment);
     RUN(durations);
@@ -849,6 +1051,7 @@ int main(void)
     RUN(ints);
     RUN(config_error_format);
     RUN(take_and_unused);
+    RUN(duplicate_keys);
     RUN(parse_file);
     RUN(garbage_does_not_crash);
     return test_summary();

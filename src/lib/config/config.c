@@ -19,9 +19,37 @@
  * file named by accident), and reading it whole would only waste memory. */
 #define CONFIG_MAX_FILE (64 * 1024 * 1024)
 
+/* The blanks that start a line. Braces decide the structure, but when they
+ * do not balance, the indentation tells where one went missing: in a file
+ * indented as usual, a section's '}' lines up with its header and its body
+ * is indented deeper. Tabs and spaces are not converted: one indentation is
+ * deeper than another only when it starts with it. */
+struct indent {
+    const char *s;
+    size_t len;
+};
+
+enum indent_cmp { IND_SAME, IND_DEEPER, IND_SHALLOWER, IND_UNRELATED };
+
 struct level {
     struct config_node *section;
     struct config_node **tail; /* where the next child goes, to keep file order */
+    struct indent ind;         /* of the header line, or of the '{' on a line of its own */
+    bool body_deeper;          /* a key in it was indented deeper than the header */
+    /* A plain key of this section followed by a line indented deeper than
+     * it: a section header whose '{' was forgotten? Dropped by a later key
+     * of this section that is not deeper than it. */
+    struct config_node *no_brace;
+    struct indent no_brace_ind;
+};
+
+/* Where braces and indentation first disagree; named in the message when
+ * the braces turn out not to balance. */
+enum brace_hint {
+    HINT_NONE,
+    HINT_MISSING_OPEN,  /* node: a plain key followed by an indented body */
+    HINT_EXTRA_CLOSE,   /* node: the section that a '}' indented deeper closed */
+    HINT_MISSING_CLOSE, /* node: a section left by a line not indented deeper */
 };
 
 struct parser {
@@ -29,9 +57,14 @@ struct parser {
     int line;
     int depth; /* sections open below the root */
     struct level stack[CONFIG_MAX_DEPTH + 1];
+    struct indent ind; /* of the line being parsed */
     /* The last plain key, which a '{' alone on a later line turns into a
      * section ("site\n{"). Cleared by anything but blank and comment lines. */
     struct config_node *pending;
+    struct indent pending_ind;
+    enum brace_hint hint;
+    const struct config_node *hint_node;
+    int hint_line;       /* of the line where they disagree */
     struct strbuf value; /* the value being built, reused for every line */
     char *err;
     size_t errlen;
@@ -234,14 +267,106 @@ static int quoted_value(struct parser *ps, const char *key, size_t keylen, const
     }
 }
 
-static int open_section(struct parser *ps, struct config_node *n)
+static enum indent_cmp indent_cmp(struct indent a, struct indent b)
+{
+    size_t n = a.len < b.len ? a.len : b.len;
+    if (memcmp(a.s, b.s, n) != 0)
+        return IND_UNRELATED;
+    return a.len == b.len ? IND_SAME : a.len > b.len ? IND_DEEPER : IND_SHALLOWER;
+}
+
+static void note_hint(struct parser *ps, enum brace_hint hint, const struct config_node *n)
+{
+    if (ps->hint != HINT_NONE)
+        return; /* the first disagreement is where things went wrong */
+    ps->hint = hint;
+    ps->hint_node = n;
+    ps->hint_line = ps->line;
+}
+
+/* A line with a key, about to be added to the innermost open section. */
+static void note_key_indent(struct parser *ps)
+{
+    struct level *lv = &ps->stack[ps->depth];
+    if (ps->pending && !ps->pending->is_section &&
+        indent_cmp(ps->ind, ps->pending_ind) == IND_DEEPER) {
+        lv->no_brace = ps->pending;
+        lv->no_brace_ind = ps->pending_ind;
+    } else if (lv->no_brace && indent_cmp(ps->ind, lv->no_brace_ind) != IND_DEEPER) {
+        lv->no_brace = NULL;
+    }
+    if (ps->depth == 0)
+        return;
+    enum indent_cmp c = indent_cmp(ps->ind, lv->ind);
+    if (c == IND_DEEPER)
+        lv->body_deeper = true;
+    else if (lv->body_deeper && (c == IND_SAME || c == IND_SHALLOWER))
+        note_hint(ps, HINT_MISSING_CLOSE, lv->section);
+}
+
+/* A '}' line, about to close the innermost open section (if any). */
+static void note_close_indent(struct parser *ps)
+{
+    struct level *lv = &ps->stack[ps->depth];
+    /* the root has no header: a '}' there never lines up with one */
+    enum indent_cmp c = ps->depth ? indent_cmp(ps->ind, lv->ind) : IND_DEEPER;
+    if (c == IND_DEEPER && lv->no_brace && indent_cmp(ps->ind, lv->no_brace_ind) == IND_SAME)
+        note_hint(ps, HINT_MISSING_OPEN, lv->no_brace);
+    else if (c == IND_DEEPER && ps->depth)
+        note_hint(ps, HINT_EXTRA_CLOSE, lv->section);
+    else if (c == IND_SHALLOWER)
+        note_hint(ps, HINT_MISSING_CLOSE, lv->section);
+}
+
+/* A '}' with no section open: name the line where the indentation says a
+ * brace went wrong, when it says so. */
+static int stray_close(struct parser *ps)
+{
+    int stray = ps->line;
+    const struct config_node *n = ps->hint_node;
+    if (ps->hint == HINT_MISSING_OPEN) {
+        size_t vlen = strlen(n->value);
+        ps->line = n->line;
+        if (vlen && n->value[vlen - 1] == '{')
+            return parse_error(ps, n->name, strlen(n->name),
+                               "'{' needs a blank before it (so the '}' on line %d has no "
+                               "section to close)",
+                               stray);
+        return parse_error(ps, n->name, strlen(n->name),
+                           "missing '{' (so the '}' on line %d has no section to close)", stray);
+    }
+    if (ps->hint == HINT_EXTRA_CLOSE) {
+        ps->line = ps->hint_line;
+        return parse_error(ps, NULL, 0,
+                           "unexpected '}' (it closes '%s' from line %d, so the '}' on line %d "
+                           "has no section to close)",
+                           n->name, n->line, stray);
+    }
+    return parse_error(ps, NULL, 0, "unexpected '}' (no section open)");
+}
+
+/* Sections still open at the end of the file. */
+static int unclosed(struct parser *ps)
+{
+    if (ps->hint == HINT_MISSING_CLOSE) {
+        const struct config_node *n = ps->hint_node;
+        ps->line = n->line;
+        return parse_error(ps, n->name, strlen(n->name),
+                           "section never closed (missing '}' before line %d)", ps->hint_line);
+    }
+    const struct config_node *open = ps->stack[ps->depth].section;
+    ps->line = open->line;
+    return parse_error(ps, open->name, strlen(open->name), "section never closed (missing '}')");
+}
+
+static int open_section(struct parser *ps, struct config_node *n, struct indent ind)
 {
     if (ps->depth == CONFIG_MAX_DEPTH)
         return parse_error(ps, n->name, strlen(n->name), "sections nested deeper than %d",
                            CONFIG_MAX_DEPTH);
     n->is_section = true;
     ps->depth++;
-    ps->stack[ps->depth] = (struct level){.section = n, .tail = &n->children};
+    ps->stack[ps->depth] = (struct level){.section = n, .tail = &n->children, .ind = ind};
     ps->pending = NULL;
     return 0;
 }
@@ -257,11 +382,13 @@ static int add_node(struct parser *ps, const char *key, size_t keylen, bool is_s
                    {.file = ps->cfg->file, .name = name, .value = value, .line = ps->line});
     if (!n)
         goto out_free_strings;
+    note_key_indent(ps);
     struct level *lv = &ps->stack[ps->depth];
     *lv->tail = n;
     lv->tail = &n->next;
     ps->pending = n;
-    return is_section ? open_section(ps, n) : 0;
+    ps->pending_ind = ps->ind;
+    return is_section ? open_section(ps, n, ps->ind) : 0;
 
 out_free_strings:
     free(name);
@@ -292,12 +419,14 @@ static int parse_line(struct parser *ps, const char *line, const char *e)
     const char *p = skip_ws(line, e);
     if (p == e || *p == '#')
         return 0;
+    ps->ind = (struct indent){.s = line, .len = (size_t)(p - line)};
 
     if (*p == '}') {
         if (!rest_is_empty(p + 1, e))
             return parse_error(ps, NULL, 0, "unexpected text after '}'");
+        note_close_indent(ps);
         if (ps->depth == 0)
-            return parse_error(ps, NULL, 0, "stray '}' closes no section");
+            return stray_close(ps);
         ps->depth--;
         ps->pending = NULL;
         return 0;
@@ -307,7 +436,8 @@ static int parse_line(struct parser *ps, const char *line, const char *e)
             return parse_error(ps, NULL, 0, "unexpected text after '{'");
         if (!ps->pending)
             return parse_error(ps, NULL, 0, "section without a name");
-        return open_section(ps, ps->pending);
+        /* its '}' lines up with this '{' (at the name's indentation or not) */
+        return open_section(ps, ps->pending, ps->ind);
     }
     if (*p == '=')
         return parse_error(ps, NULL, 0, "key with no name before '='");
@@ -443,12 +573,8 @@ struct config *config_parse_buffer(const char *name, const char *text, size_t le
             r = parse_line(&ps, p, le);
         p = nl ? nl + 1 : end;
     }
-    if (r == 0 && ps.depth > 0) {
-        const struct config_node *open = ps.stack[ps.depth].section;
-        ps.line = open->line;
-        r = parse_error(&ps, NULL, 0, "section '%s' opened here is never closed (missing '}')",
-                        open->name);
-    }
+    if (r == 0 && ps.depth > 0)
+        r = unclosed(&ps);
     strbuf_free(&ps.value);
     if (r < 0) {
         config_free(cfg);
@@ -542,12 +668,16 @@ int config_error(const struct config_node *n, char *err, size_t errlen, const ch
     return -EINVAL;
 }
 
-static const struct config_node *first_unused(const struct config_node *section)
+/* The first node nobody took, depth first, and the section holding it. */
+static const struct config_node *first_unused(const struct config_node *section,
+                                              const struct config_node **parent)
 {
     for (const struct config_node *n = section->children; n; n = n->next) {
-        if (!n->used)
+        if (!n->used) {
+            *parent = section;
             return n;
-        const struct config_node *u = first_unused(n);
+        }
+        const struct config_node *u = first_unused(n, parent);
         if (u)
             return u;
     }
@@ -556,9 +686,20 @@ static const struct config_node *first_unused(const struct config_node *section)
 
 int config_check_unused(const struct config *cfg, char *err, size_t errlen)
 {
-    const struct config_node *n = first_unused(cfg->root);
+    const struct config_node *parent = NULL;
+    const struct config_node *n = first_unused(cfg->root, &parent);
     if (!n)
         return 0;
+    /* A reader that takes a key once leaves a second copy of it behind;
+     * one that takes it in a loop (listener, handler) leaves none. So an
+     * earlier copy that was taken makes this one a duplicate. */
+    for (const struct config_node *p = parent->children; p != n; p = p->next) {
+        if (p->used && strcmp(p->name, n->name) == 0) {
+            set_err(err, errlen, "%s:%d: %s: duplicate key (first at line %d)", n->file, n->line,
+                    n->name, p->line);
+            return -EINVAL;
+        }
+    }
     set_err(err, errlen, "%s:%d: %s: unknown key", n->file, n->line, n->name);
     return -EINVAL;
 }

@@ -18,8 +18,8 @@
  *
  * Readers take nodes with config_take*(), which marks them used; once every
  * module has read its part, config_check_unused() reports the first key
- * nobody took, so a typo is an error, not a silently ignored line. Every
- * error message names the file, the line and the key:
+ * nobody took, so a typo or a key given twice is an error, not a silently
+ * ignored line. Every error message names the file, the line and the key:
  *     "colibri.conf:12: keep_alive_timeout: bad duration 'abc'"
  *
  * Not thread-safe; read at start-up.
@@ -46,7 +46,22 @@ struct config {
     char *file;
 };
 
-/* Return NULL and a message in err ("file:line: ...") on failure. */
+/* Return NULL and a message in err ("file:line: ...") on failure.
+ *
+ * Braces that do not balance are reported where the indentation shows the
+ * mistake was made (a section's '}' lined up with its header, its body
+ * indented deeper), not where the parser ran out:
+ *     "colibri.conf:4: serve_files: missing '{' (so the '}' on line 8 has
+ *      no section to close)"
+ *     "colibri.conf:5: unexpected '}' (it closes 'site' from line 1, so the
+ *      '}' on line 6 has no section to close)"
+ *     "colibri.conf:4: serve_files: section never closed (missing '}'
+ *      before line 6)"
+ * and, when the indentation says nothing (or mixes tabs and spaces), at the
+ * brace itself: "colibri.conf:7: unexpected '}' (no section open)", or
+ * "colibri.conf:2: site: section never closed (missing '}')" for the
+ * innermost section still open at the end. Indentation alone is never an
+ * error. */
 struct config *config_parse_file(const char *path, char *err, size_t errlen);
 struct config *config_parse_string(const char *name, const char *text, char *err, size_t errlen);
 /* The same over len bytes that need not end in a NUL; a NUL byte inside is
@@ -73,6 +88,11 @@ int config_int(const struct config_node *n, long min, long max, long *out, char 
 int config_error(const struct config_node *n, char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* -EINVAL with "file:line: unknown key 'x'" for the first node (depth
- * first) that nobody took; 0 when every node was used. */
+/* 0 when every node was used; otherwise -EINVAL and a message about the
+ * first node (depth first) that nobody took:
+ *     "file:5: threads: duplicate key (first at line 3)"
+ * when an earlier node of the same name in the same section was taken (a
+ * reader that wants the key once took the first copy only; keys read in a
+ * loop, like "listener", leave no copy behind), else
+ *     "file:5: thradds: unknown key" */
 int config_check_unused(const struct config *cfg, char *err, size_t errlen);
