@@ -8,9 +8,13 @@ CONF       ?= colibri.conf
 # -Werror in CI, plain warnings at a desk
 WERROR     ?= $(if $(CI),ON,OFF)
 CMAKE_ARGS ?=
+# make install: where to, and a staging root for packagers
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+LDCONFIG   ?= $(firstword $(wildcard /sbin/ldconfig /usr/sbin/ldconfig) ldconfig)
 
 .PHONY: all build asan run test unit blackbox spec format format-check bench fuzz coro-variants \
-        deps test-deps clean
+        deps test-deps clean install uninstall
 
 all: build
 
@@ -29,6 +33,38 @@ build: deps $(BUILD)/build.ninja
 
 asan: deps $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD)
+
+# Release build into $(DESTDIR)$(PREFIX): bin/, include/colibri.h,
+# lib/libcolibri.{so,a}, lib/pkgconfig/colibri.pc (see CMakeLists.txt for its
+# rpath). Then, as root and without DESTDIR, ldconfig, so that the loader's
+# cache knows the new libcolibri.so.0 at once when lib is one of its
+# directories (/usr/local/lib on Debian); other prefixes need no ldconfig.
+install: build
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
+	$(ldconfig_if_system)
+
+# Removes what `make install` with the same PREFIX/DESTDIR put there. The file
+# list comes from a staged install, not from install_manifest.txt, which the
+# last `cmake --install` (any prefix, a test's too) has overwritten.
+uninstall:
+	@test -f $(BUILD)/cmake_install.cmake || { echo "uninstall: build first (make)" >&2; exit 1; }
+	@stage=$$(mktemp -d) && trap 'rm -rf "$$stage"' EXIT && \
+	DESTDIR="$$stage" cmake --install $(BUILD) --prefix "$(PREFIX)" >/dev/null && \
+	(cd "$$stage" && find . ! -type d) | sed 's|^\.||' | while IFS= read -r f; do \
+	    echo "rm $(DESTDIR)$$f"; rm -f "$(DESTDIR)$$f"; done
+	$(ldconfig_if_system)
+
+# ldconfig rebuilds the whole system cache, so only when it matters: root, no
+# DESTDIR, and the installed lib directory is one ldconfig scans.
+INSTALL_LIBDIR = $(shell sed -n 's/^CMAKE_INSTALL_LIBDIR:PATH=//p' $(BUILD)/CMakeCache.txt)
+define ldconfig_if_system
+@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then \
+    lib=$$(readlink -f "$(PREFIX)/$(INSTALL_LIBDIR)"); \
+    for d in $$($(LDCONFIG) -v -N -X 2>/dev/null | sed -n 's|^\(/[^:]*\):.*|\1|p'); do \
+        if [ "$$(readlink -f "$$d")" = "$$lib" ]; then echo $(LDCONFIG); $(LDCONFIG); break; fi; \
+    done; \
+fi
+endef
 
 run: build
 	./$(BUILD)/colibri -c $(CONF)
