@@ -4,7 +4,8 @@
   benchlib.py ports N                  print N distinct free loopback TCP ports
   benchlib.py render TEMPLATE OUT K=V… fill @K@ placeholders of TEMPLATE into OUT
   benchlib.py wait PORT [SECONDS] [PID] wait until GET /hello on 127.0.0.1:PORT is a 200
-  benchlib.py drive PORT N             N keep-alive GET /hello on one connection
+  benchlib.py drive PORT ROOT N PATH   one keep-alive connection: a warm-up GET of
+                                       /hello, /4k.bin, /1m.bin, then N GETs of PATH
   benchlib.py idle PORT N PIDS…        open N connections, one GET /hello each,
                                        keep them open, report memory of PIDS
   benchlib.py median X…                median of the numbers
@@ -23,6 +24,9 @@ import sys
 import time
 
 REQ = b"GET /hello HTTP/1.1\r\nHost: bench\r\n\r\n"
+HELLO = b"Hello, World!"
+# what `drive` sends first on its connection: the cache misses of the files
+WARM = ("/hello", "/4k.bin", "/1m.bin")
 
 
 def die(msg):
@@ -69,7 +73,7 @@ class Conn:
         self.s.settimeout(timeout)
         self.s.connect(("127.0.0.1", port))
         self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = b""
+        self.buf = bytearray()
 
     def request(self, req=REQ):
         self.s.sendall(req)
@@ -101,12 +105,12 @@ class Conn:
         total = end + 4 + length
         while len(self.buf) < total:
             self._fill()
-        body = self.buf[end + 4 : total]
-        self.buf = self.buf[total:]
+        body = bytes(self.buf[end + 4 : total])
+        del self.buf[:total]
         return status, body
 
     def _fill(self):
-        chunk = self.s.recv(65536)
+        chunk = self.s.recv(1 << 20)
         if not chunk:
             raise ConnectionError("server closed the connection")
         self.buf += chunk
@@ -136,17 +140,32 @@ def wait_ready(port, seconds, pid):
     die("port %d did not answer GET /hello with 200 within %ss (last: %s)" % (port, seconds, last))
 
 
-def drive(port, n):
+def get_request(path, port):
+    """A GET as wrk sends it: the request line and the Host header only
+    (curl's Host is the same, 127.0.0.1:PORT)."""
+    return ("GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % (path, port)).encode()
+
+
+def drive(port, root, n, path):
+    """One keep-alive connection: one GET of each WARM path (the files' cache
+    misses; a run with n = 0 does only these), then n GETs of path. Every
+    response must be a 200 with the expected body."""
+    want = {}
+    for p in WARM + (path,):
+        if p not in want:
+            want[p] = HELLO if p == "/hello" else open(root + p, "rb").read()
     c = Conn(port, timeout=60.0)
-    bad = 0
-    for _ in range(n):
-        status, body = c.request()
-        if status != 200 or body != b"Hello, World!":
-            bad += 1
+    bad = []
+    for p in WARM + (path,) * n:
+        status, body = c.request(get_request(p, port))
+        if status != 200 or body != want[p]:
+            bad.append("%s: %d, %d bytes" % (p, status, len(body)))
     c.close()
     if bad:
-        die("%d of %d responses were not 200 'Hello, World!'" % (bad, n))
-    print("drove %d keep-alive requests on one connection, all 200" % n)
+        die("%d of %d responses were not 200 with the expected body, first: %s"
+            % (len(bad), len(WARM) + n, bad[0]))
+    print("drove %d warm-up and %d keep-alive GET %s on one connection, all 200"
+          % (len(WARM), n, path))
 
 
 def raise_nofile(want):
@@ -248,7 +267,7 @@ def main(argv):
         wait_ready(int(args[0]), float(args[1]) if len(args) > 1 else 10.0,
                    int(args[2]) if len(args) > 2 else 0)
     elif cmd == "drive":
-        drive(int(args[0]), int(args[1]))
+        drive(int(args[0]), args[1], int(args[2]), args[3])
     elif cmd == "idle":
         idle(int(args[0]), int(args[1]), [int(p) for p in args[2:]])
     elif cmd == "median":

@@ -91,7 +91,7 @@ bench_setup() {
 bench_colibri_conf() {
     local f=$BENCH_TMP/colibri-$2.conf
     $PY render "$BENCH_DIR/colibri.conf.in" "$f" THREADS="$1" PORT="$2" ROOT="$BENCH_ROOT" \
-        ACCEPT="${ACCEPT:-reuseport}"
+        ACCEPT="${ACCEPT:-reuseport}" CACHE_FOR="${BENCH_CACHE_FOR:-5s}"
     echo "$f"
 }
 

@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
-# syscalls.sh - system calls per keep-alive GET /hello, colibri and nginx.
+# syscalls.sh - system calls per keep-alive request, colibri and nginx:
+# GET /hello, a cached 4 KiB file and a 1 MiB file.
 #
 # Each server runs as one worker (colibri threads = 1; nginx with
-# master_process off, worker_processes 1) under `strace -f -c`. One run drives
-# N requests, one after another, on a single keep-alive connection; a second
-# run drives none. Per request = (calls(N) - calls(0)) / N, so start-up,
-# shutdown and the readiness probe cancel out. Waiting calls (epoll_wait and
-# friends) are reported but left out of the headline figure: how often a
-# server waits depends on timing, not on the work a request needs.
+# master_process off, worker_processes 1) under `strace -f -c`, four times,
+# each time with one keep-alive connection from `benchlib.py drive`. Every
+# run starts with the same warm-up on that connection: one GET each of
+# /hello, /4k.bin and /1m.bin, the files' cache misses. Then one run sends N
+# more GETs of /hello, one N of /4k.bin, one N of /1m.bin, one after another,
+# and one nothing. Per request = (calls(N) - calls(0)) / N for each kind, so
+# start-up, shutdown, the readiness probe and the warm-up (the misses)
+# cancel out. The files are those of bench_setup (lib.sh); colibri serves
+# them with serve_files and cache_for = 1h, so no entry expires during a
+# run; nginx with its bench/nginx.conf.in (sendfile on, no open_file_cache).
+# Requests carry `Host: 127.0.0.1:PORT`, as wrk and curl send it.
+#
+# Waiting calls (epoll_wait and friends) and futex (colibri's cache-pruning
+# thread sleeps on a timed condition variable and wakes once a second while
+# the cache holds entries) are reported but left out of the headline figure:
+# how often a server waits depends on timing, not on the work a request needs.
 #
 # Environment: N (default 2000), BUILD or COLIBRI as for run.sh, KEEP_TMP=1.
 set -euo pipefail
@@ -17,10 +28,17 @@ N=${N:-2000}
 [ "$N" -gt 0 ] || bench_die "N must be positive"
 bench_need strace "$NGINX" python3
 bench_setup
+BENCH_CACHE_FOR=1h
 
-# traced SERVER COUNT -> strace summary in $BENCH_TMP/strace-SERVER-COUNT.txt
+# kind name -> request path
+declare -A PATHS=([hello]=/hello [4k]=/4k.bin [1m]=/1m.bin)
+KINDS="hello 4k 1m"
+
+# traced SERVER KIND COUNT -> strace summary in $BENCH_TMP/strace-SERVER-KIND.txt
+# (KIND 0: the warm-up only)
 traced() {
-    local server=$1 n=$2 out=$BENCH_TMP/strace-$1-$2.txt port tracer pid log
+    local server=$1 kind=$2 n=$3 out=$BENCH_TMP/strace-$1-$2.txt port tracer pid log
+    local path=${PATHS[$2]:-/hello}
     port=$($PY ports 1)
     if [ "$server" = colibri ]; then
         bench_start_colibri 1 "$port" strace -f -c -o "$out"
@@ -36,9 +54,8 @@ traced() {
     fi
     BENCH_PIDS+=("$pid")
     $PY wait "$port" 20 "$pid" || { cat "$log" >&2; exit 1; }
-    if [ "$n" -gt 0 ]; then
-        timeout 120 $PY drive "$port" "$n" >/dev/null || { cat "$log" >&2; bench_die "$server failed while driving $n requests"; }
-    fi
+    timeout 120 $PY drive "$port" "$BENCH_ROOT" "$n" "$path" >/dev/null ||
+        { cat "$log" >&2; bench_die "$server failed while driving $n x $path"; }
     bench_stop "$pid" 10
     bench_stop "$tracer" 20
     if [ "$BENCH_STATUS" != 0 ]; then
@@ -51,44 +68,64 @@ traced() {
 
 problems=0
 for server in colibri nginx; do
-    traced "$server" 0
-    traced "$server" "$N"
+    traced "$server" 0 0
+    for kind in $KINDS; do
+        traced "$server" "$kind" "$N"
+    done
 done
 
-echo "Commands: strace -f -c -o FILE $COLIBRI -c colibri.conf (threads = 1);"
+echo "Commands: strace -f -c -o FILE $COLIBRI -c colibri.conf (threads = 1, cache_for = 1h);"
 echo "          strace -f -c -o FILE nginx -g 'daemon off; master_process off;' (worker_processes 1);"
-echo "          python3 bench/benchlib.py drive PORT $N   (and a run without it)"
-echo
+echo "          python3 bench/benchlib.py drive PORT ROOT N PATH: one connection, a warm-up GET"
+echo "          of /hello, /4k.bin, /1m.bin, then N = $N GETs of PATH (/hello, /4k.bin, /1m.bin:"
+echo "          one run each), and a run with N = 0"
 python3 - "$BENCH_DIR" "$BENCH_TMP" "$N" <<'EOF'
 import sys
 sys.path.insert(0, sys.argv[1])
 import benchlib
 tmp, n = sys.argv[2], int(sys.argv[3])
-WAITS = {"epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select", "pselect6"}
-per = {}
-for server in ("colibri", "nginx"):
-    base = benchlib.strace_summary("%s/strace-%s-0.txt" % (tmp, server))
-    full = benchlib.strace_summary("%s/strace-%s-%d.txt" % (tmp, server, n))
-    per[server] = {k: (full.get(k, 0) - base.get(k, 0)) / n for k in set(base) | set(full)}
-names = sorted({k for p in per.values() for k, v in p.items() if abs(v) >= 0.005},
-               key=lambda k: (-per["colibri"].get(k, 0), k))
-print("System calls per keep-alive GET /hello (one connection, %d requests, minus a 0-request run):" % n)
+KINDS = (("hello", "GET /hello"), ("4k", "GET /4k.bin (4 KiB, cached)"),
+         ("1m", "GET /1m.bin (1 MiB, cached)"))
+WAITS = {"epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select", "pselect6", "futex"}
+IO = ("read", "recvfrom", "write", "writev", "sendto", "sendmsg", "sendfile")
+SERVERS = ("colibri", "nginx")
+base = {s: benchlib.strace_summary("%s/strace-%s-0.txt" % (tmp, s)) for s in SERVERS}
+work, tot = {}, {}
+for kind, title in KINDS:
+    per = {}
+    for server in SERVERS:
+        full = benchlib.strace_summary("%s/strace-%s-%s.txt" % (tmp, server, kind))
+        b = base[server]
+        per[server] = {k: (full.get(k, 0) - b.get(k, 0)) / n for k in set(b) | set(full)}
+    names = sorted({k for p in per.values() for k, v in p.items() if abs(v) >= 0.005},
+                   key=lambda k: (-round(per["colibri"].get(k, 0), 2), k))
+    print()
+    print("System calls per keep-alive %s (one connection, %d requests, minus a 0-request run):"
+          % (title, n))
+    print()
+    print("| syscall | colibri | nginx |")
+    print("|---|---:|---:|")
+    for k in names:
+        print("| %s%s | %.2f | %.2f |" % (k, " (wait)" if k in WAITS else "",
+                                          per["colibri"].get(k, 0), per["nginx"].get(k, 0)))
+    tot[kind] = {s: sum(v for k, v in p.items()) for s, p in per.items()}
+    work[kind] = {s: sum(v for k, v in p.items() if k not in WAITS) for s, p in per.items()}
+    print("| **all** | %.2f | %.2f |" % (tot[kind]["colibri"], tot[kind]["nginx"]))
+    print("| **all but waits** | %.2f | %.2f |" % (work[kind]["colibri"], work[kind]["nginx"]))
+    print()
+    for s in SERVERS:
+        print("%-8s %s" % (s + ":", " ".join("%s=%.2f" % (k, per[s].get(k, 0)) for k in IO)))
 print()
-print("| syscall | colibri | nginx |")
+print("System calls per keep-alive request, excluding waits (including waits):")
+print()
+print("| request | colibri | nginx |")
 print("|---|---:|---:|")
-for k in names:
-    print("| %s%s | %.2f | %.2f |" % (k, " (wait)" if k in WAITS else "",
-                                      per["colibri"].get(k, 0), per["nginx"].get(k, 0)))
-tot = {s: sum(v for k, v in p.items()) for s, p in per.items()}
-work = {s: sum(v for k, v in p.items() if k not in WAITS) for s, p in per.items()}
-print("| **all** | %.2f | %.2f |" % (tot["colibri"], tot["nginx"]))
-print("| **all but waits** | %.2f | %.2f |" % (work["colibri"], work["nginx"]))
+for kind, title in KINDS:
+    print("| %s | %.2f (%.2f) | %.2f (%.2f) |" % (title, work[kind]["colibri"], tot[kind]["colibri"],
+                                               work[kind]["nginx"], tot[kind]["nginx"]))
 print()
-io = lambda s: " ".join("%s=%.2f" % (k, per[s].get(k, 0)) for k in ("read", "recvfrom", "write", "writev", "sendto", "sendfile"))
-print("colibri: " + io("colibri"))
-print("nginx:   " + io("nginx"))
-print()
-print("SUMMARY: syscalls per request excluding waits: colibri %.2f, nginx %.2f (including waits: %.2f, %.2f)"
-      % (work["colibri"], work["nginx"], tot["colibri"], tot["nginx"]))
+print("SUMMARY: syscalls per request excluding waits: " + "; ".join(
+    "%s colibri %.2f, nginx %.2f" % (p, work[k]["colibri"], work[k]["nginx"])
+    for k, p in (("hello", "/hello"), ("4k", "4 KiB"), ("1m", "1 MiB"))))
 EOF
 [ "$problems" = 0 ] || exit 1
