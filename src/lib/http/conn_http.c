@@ -12,7 +12,9 @@
 #include <netinet/in.h>
 
 #include "base/itoa.h"
+#include "http/chunked.h"
 #include "http/date.h"
+#include "http/fields.h"
 #include "http/server.h"
 
 /* Bodies larger than this leave with writev straight from the handler's
