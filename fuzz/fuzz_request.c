@@ -1,14 +1,17 @@
 /* fuzz_request.c - libFuzzer target for the request parser.
  *
- * Beyond "no crash", it checks the promises of parser.h that a fuzzer can
- * check: verdicts never change as bytes arrive, views stay inside the head,
- * and the chunked decoder gives the same result whole or a byte at a time.
+ * Beyond "no crash", it checks the promises of parser.h and chunked.h that
+ * a fuzzer can check: verdicts never change as bytes arrive, views stay
+ * inside the head, and the chunked decoder gives the same result whole or a
+ * byte at a time.
  * A broken promise is an abort(), so the fuzzer keeps the input.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "http/chunked.h"
+#include "http/fields.h"
 #include "http/parser.h"
 
 static bool valid_verdict(ssize_t r, size_t len)

@@ -1,7 +1,8 @@
 """Fixtures that run the real colibri binary.
 
 COLIBRI_BIN names the binary (relative paths are taken from the repository
-root, which is two levels above this file); default build/colibri.
+root, which is two levels above this file); default build/colibri. The tests
+of colibri-tpl run the one beside it.
 
 `make_server(**overrides)` starts a server on a free loopback port with a
 config written to tmp_path; `server` is one with the default config.  At
@@ -48,6 +49,11 @@ def colibri_bin():
     if not p.is_absolute():
         p = REPO / p
     return p
+
+
+def colibri_tpl_bin():
+    """colibri-tpl, which the build puts beside colibri."""
+    return colibri_bin().parent / "colibri-tpl"
 
 
 def free_port(host="127.0.0.1"):

@@ -6,6 +6,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "http/chunked.h"
+#include "http/fields.h"
 #include "http/parser.h"
 
 /* ---- inputs end right before a PROT_NONE page, so any over-read faults ---- */

@@ -6,9 +6,11 @@
  * stderr and the exit status is 1. External checks run the official
  * Mustache spec through this command line: keep it stable.
  */
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/strbuf.h"
 #include "tpl/tpl.h"
@@ -58,16 +60,48 @@ static struct tpl_value *from_json(const json_t *j)
     }
 }
 
+/* The file is opened here rather than by json_load_file(), so that a file
+ * that cannot be read is reported with its errno, not as a JSON error at
+ * line -1 (a directory even opens, and reads as an empty document). */
+static json_t *parse_file(const char *path)
+{
+    json_t *j = NULL;
+    json_error_t jerr;
+    struct stat st;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "colibri-tpl: %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    int e = fstat(fileno(f), &st) < 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : 0;
+    if (e) {
+        fprintf(stderr, "colibri-tpl: %s: %s\n", path, strerror(e));
+        goto out_close;
+    }
+    j = json_loadf(f, JSON_DECODE_ANY, &jerr);
+    if (j)
+        goto out_close;
+    /* jansson counts lines and columns from 1; 0 is before the first byte */
+    if (ferror(f))
+        fprintf(stderr, "colibri-tpl: %s: read error\n", path);
+    else if (jerr.line > 0 && jerr.column > 0)
+        fprintf(stderr, "colibri-tpl: %s:%d:%d: %s\n", path, jerr.line, jerr.column, jerr.text);
+    else if (jerr.line > 0)
+        fprintf(stderr, "colibri-tpl: %s:%d: %s\n", path, jerr.line, jerr.text);
+    else
+        fprintf(stderr, "colibri-tpl: %s: %s\n", path, jerr.text);
+out_close:
+    fclose(f);
+    return j;
+}
+
 static struct tpl_value *load_data(const char *path)
 {
     if (!path)
         return tpl_value_object();
-    json_error_t jerr;
-    json_t *j = json_load_file(path, JSON_DECODE_ANY, &jerr);
-    if (!j) {
-        fprintf(stderr, "colibri-tpl: %s:%d:%d: %s\n", path, jerr.line, jerr.column, jerr.text);
+    json_t *j = parse_file(path);
+    if (!j)
         return NULL;
-    }
     struct tpl_value *v = from_json(j);
     json_decref(j);
     if (!v)

@@ -1,4 +1,4 @@
-#include "common.h"
+#include "base/common.h"
 
 bool mem_case_eq(const char *a, const char *b, size_t len)
 {

@@ -1,4 +1,4 @@
-#include "itoa.h"
+#include "base/itoa.h"
 
 #include <string.h>
 

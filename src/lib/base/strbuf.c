@@ -1,12 +1,12 @@
-#include "strbuf.h"
+#include "base/strbuf.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "itoa.h"
+#include "base/common.h"
+#include "base/itoa.h"
 
 static char empty_string[1];
 

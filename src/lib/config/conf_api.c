@@ -4,7 +4,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "base/err.h"
 #include "colibri.h"
 #include "config/config.h"
 
@@ -30,12 +29,9 @@ struct colibri_conf *colibri_conf_take(struct colibri_conf *section, const char 
 
 int colibri_conf_error(const struct colibri_conf *c, char *err, size_t errlen, const char *fmt, ...)
 {
-    char where[512];
-    snprintf(where, sizeof(where), "%s:%d: %s", node(c)->file ? node(c)->file : "?", node(c)->line,
-             node(c)->name);
     va_list ap;
     va_start(ap, fmt);
-    int r = err_vset(err, errlen, -EINVAL, where, fmt, ap);
+    int r = config_verror(node(c), err, errlen, fmt, ap);
     va_end(ap);
     return r;
 }

@@ -1,4 +1,4 @@
-#include "config.h"
+#include "config/config.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/common.h"
+#include "base/err.h"
 #include "base/strbuf.h"
 
 #define CONFIG_MAX_DEPTH 32
@@ -75,11 +76,9 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
 {
-    if (!err || !errlen)
-        return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
+    err_vset(err, errlen, 0, NULL, fmt, ap);
     va_end(ap);
 }
 
@@ -89,20 +88,15 @@ static int parse_error(struct parser *ps, const char *key, size_t keylen, const 
 
 static int parse_error(struct parser *ps, const char *key, size_t keylen, const char *fmt, ...)
 {
-    if (!ps->err || !ps->errlen)
-        return -EINVAL;
-    int k;
+    char where[PATH_MAX + 160];
     if (key)
-        k = snprintf(ps->err, ps->errlen, "%s:%d: %.*s: ", ps->cfg->file, ps->line, (int)keylen,
-                     key);
+        snprintf(where, sizeof(where), "%s:%d: %.*s", ps->cfg->file, ps->line, (int)keylen, key);
     else
-        k = snprintf(ps->err, ps->errlen, "%s:%d: ", ps->cfg->file, ps->line);
-    if (k >= 0 && (size_t)k < ps->errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(ps->err + k, ps->errlen - (size_t)k, fmt, ap);
-        va_end(ap);
-    }
+        snprintf(where, sizeof(where), "%s:%d", ps->cfg->file, ps->line);
+    va_list ap;
+    va_start(ap, fmt);
+    err_vset(ps->err, ps->errlen, -EINVAL, where, fmt, ap);
+    va_end(ap);
     return -EINVAL;
 }
 
@@ -651,21 +645,23 @@ struct config_node *config_take_any(struct config_node *section)
     return NULL;
 }
 
+int config_verror(const struct config_node *n, char *err, size_t errlen, const char *fmt,
+                  va_list ap)
+{
+    char where[PATH_MAX + 160] = "";
+    if (n)
+        snprintf(where, sizeof(where), "%s:%d: %s", n->file ? n->file : "?", n->line,
+                 n->name ? n->name : "");
+    return err_vset(err, errlen, -EINVAL, where, fmt, ap);
+}
+
 int config_error(const struct config_node *n, char *err, size_t errlen, const char *fmt, ...)
 {
-    if (!err || !errlen)
-        return -EINVAL;
-    int k = 0;
-    if (n)
-        k = snprintf(err, errlen, "%s:%d: %s: ", n->file ? n->file : "?", n->line,
-                     n->name ? n->name : "");
-    if (k >= 0 && (size_t)k < errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
-        va_end(ap);
-    }
-    return -EINVAL;
+    va_list ap;
+    va_start(ap, fmt);
+    int r = config_verror(n, err, errlen, fmt, ap);
+    va_end(ap);
+    return r;
 }
 
 /* The first node nobody took, depth first, and the section holding it. */

@@ -26,6 +26,7 @@
  */
 #pragma once
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -87,6 +88,8 @@ int config_int(const struct config_node *n, long min, long max, long *out, char 
 /* Formats "file:line: name: message" into err and returns -EINVAL. */
 int config_error(const struct config_node *n, char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+int config_verror(const struct config_node *n, char *err, size_t errlen, const char *fmt,
+                  va_list ap);
 
 /* 0 when every node was used; otherwise -EINVAL and a message about the
  * first node (depth first) that nobody took:

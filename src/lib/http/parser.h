@@ -6,7 +6,9 @@
  * http_parse_head() validates the whole request head in one pass (request
  * line and every header field, strictly) but extracts only the fields the
  * server itself needs for framing and routing. Any other header is found on
- * demand with http_header_find(), which scans the already-validated block.
+ * demand with http_header_find() (fields.h), which scans the
+ * already-validated block. A chunked body is decoded by http_chunked_decode()
+ * (chunked.h).
  *
  * Strictness: anything ambiguous is an error, never a guess (see the table
  * in tests/unit/test_parser.c). Return values:
@@ -63,46 +65,3 @@ struct http_head {
 
 ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *lim,
                         struct http_head *head);
-
-/* Finds the first field named name (case-insensitive) in a block that
- * http_parse_head() accepted; the value has no leading/trailing whitespace. */
-bool http_header_find(struct view headers, const char *name, size_t name_len, struct view *value);
-
-/* Finds the parameter name in a query string ("a=1&b=2"); value is still
- * percent-encoded. A parameter without '=' has an empty value. */
-bool http_query_find(struct view query, const char *name, size_t name_len, struct view *value);
-
-/* Finds a cookie in a Cookie header value ("a=1; b=2"); quotes around the
- * value are removed. */
-bool http_cookie_find(struct view cookies, const char *name, size_t name_len, struct view *value);
-
-/* Percent-decodes src into dst (dst may equal src: decoding never grows).
- * With plus_is_space, '+' becomes ' ' (query strings). Returns the decoded
- * length, or -1 for a bad escape or an encoded NUL, CR or LF. */
-ssize_t http_percent_decode(char *dst, const char *src, size_t len, bool plus_is_space);
-
-/* Incremental, in-place chunked-body decoder.
- *
- * Feed it the bytes after the head, as they arrive. Each call consumes input
- * from buf and moves the payload bytes it found to the front of buf (they
- * never overlap wrongly: payload never outruns consumption). Chunk extensions
- * are skipped (at most max_ext bytes per chunk), trailer fields are validated
- * and dropped (at most max_trailers bytes in all).
- *
- * Returns the number of input bytes consumed (>= 0) and sets *payload to the
- * number of payload bytes now at buf[0..*payload); sets st->done once the
- * last chunk and the trailers have been consumed (bytes after that belong to
- * the next request). Returns -400 for a bad chunk size, overflow, missing
- * CRLF, or extension/trailer limits exceeded. Unconsumed input (a partial
- * size line, say) must be presented again, in front of new bytes.
- * A body starts from a zeroed struct: struct http_chunked st = {0}. */
-struct http_chunked {
-    uint64_t remaining; /* payload bytes left in the current chunk */
-    size_t ext_len, trailer_len;
-    uint8_t state;
-    bool done;
-};
-#define HTTP_CHUNKED_MAX_EXT      4096
-#define HTTP_CHUNKED_MAX_TRAILERS 8192
-
-ssize_t http_chunked_decode(struct http_chunked *st, char *buf, size_t len, size_t *payload);

@@ -11,6 +11,8 @@
 
 #include "base/arena.h"
 #include "base/strbuf.h"
+#include "http/chunked.h"
+#include "http/fields.h"
 #include "http/http.h"
 
 /* A worker thread's HTTP state (the runtime's proto_state). */

@@ -1,11 +1,11 @@
-#include "coro.h"
+#include "rt/coro.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../base/common.h"
+#include "base/common.h"
 
 #if defined(__has_include)
 #if __has_include(<valgrind/valgrind.h>)

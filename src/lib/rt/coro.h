@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "arch/coro_arch.h"
+#include "rt/arch/coro_arch.h"
 
 struct coro;
 typedef void (*coro_fn)(struct coro *coro, void *arg);

@@ -1,5 +1,7 @@
 /* tpl_internal.h - the compiled form of a template, shared by the compiler
- * (tpl.c) and the renderer (render.c). Nothing outside src/lib/tpl uses it.
+ * (tpl.c and its passes, compiler.h) and the renderer (render.c and
+ * calls.c, render.h). Only src/lib/tpl uses it, and test_tpl.c for
+ * size_hint.
  *
  * A template is one array of ops. Region 0 is the template itself; every
  * partial (and parent) it uses is another region of the same array, compiled

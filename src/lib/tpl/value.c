@@ -1,4 +1,4 @@
-#include "value.h"
+#include "tpl/value.h"
 
 #include <errno.h>
 #include <stdlib.h>

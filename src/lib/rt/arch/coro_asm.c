@@ -2,7 +2,7 @@
  * the first coro_arch_swap() to it "returns" into coro_arch_trampoline. */
 #include <stdint.h>
 
-#include "coro_arch.h"
+#include "rt/arch/coro_arch.h"
 
 void coro_arch_trampoline(void);
 

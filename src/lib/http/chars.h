@@ -1,0 +1,112 @@
+/* chars.h - the character classes of the HTTP grammar (RFC 9110, 9112) and
+ * the small scanners built on them, shared by the request parser
+ * (parser.c), the on-demand lookups (fields.c) and the chunked decoder
+ * (chunked.c). Nothing else includes it.
+ *
+ * The tables are static: each of those files has its own copy of the ones
+ * it uses (256 bytes a table), so the parser reads them directly rather
+ * than through the GOT of the shared library.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/common.h"
+
+/* ---- character classes ---------------------------------------------------- */
+
+enum {
+    C_TCHAR = 1 << 0,  /* token character (field names, methods, codings) */
+    C_VALUE = 1 << 1,  /* field-value byte: VCHAR, obs-text, SP, HTAB */
+    C_TARGET = 1 << 2, /* accepted in a request-target */
+    C_HOST = 1 << 3,   /* reg-name: unreserved / sub-delims ('%' is checked apart) */
+    C_HEX = 1 << 4,
+    C_DIGIT = 1 << 5,
+};
+
+#define IS_ALPHA(c) (((c) >= 'a' && (c) <= 'z') || ((c) >= 'A' && (c) <= 'Z'))
+#define IS_DIGIT(c) ((c) >= '0' && (c) <= '9')
+#define IS_HEX(c)   (IS_DIGIT(c) || ((c) >= 'a' && (c) <= 'f') || ((c) >= 'A' && (c) <= 'F'))
+#define IS_TCHAR(c)                                                                                \
+    (IS_ALPHA(c) || IS_DIGIT(c) || (c) == '!' || (c) == '#' || (c) == '$' || (c) == '%' ||         \
+     (c) == '&' || (c) == '\'' || (c) == '*' || (c) == '+' || (c) == '-' || (c) == '.' ||          \
+     (c) == '^' || (c) == '_' || (c) == '`' || (c) == '|' || (c) == '~')
+#define IS_VALUE(c)  (((c) >= 0x20 && (c) != 0x7f) || (c) == '\t')
+#define IS_TARGET(c) ((c) > 0x20 && (c) < 0x7f && (c) != '#')
+#define IS_SUBDELIM(c)                                                                             \
+    ((c) == '!' || (c) == '$' || (c) == '&' || (c) == '\'' || (c) == '(' || (c) == ')' ||          \
+     (c) == '*' || (c) == '+' || (c) == ',' || (c) == ';' || (c) == '=')
+#define IS_HOST(c)                                                                                 \
+    (IS_ALPHA(c) || IS_DIGIT(c) || (c) == '-' || (c) == '.' || (c) == '_' || (c) == '~' ||         \
+     IS_SUBDELIM(c))
+
+#define CLASS_OF(c)                                                                                \
+    ((IS_TCHAR(c) ? C_TCHAR : 0) | (IS_VALUE(c) ? C_VALUE : 0) | (IS_TARGET(c) ? C_TARGET : 0) |   \
+     (IS_HOST(c) ? C_HOST : 0) | (IS_HEX(c) ? C_HEX : 0) | (IS_DIGIT(c) ? C_DIGIT : 0))
+#define LOWER_OF(c) ((c) | ((c) >= 'A' && (c) <= 'Z' ? 0x20 : 0))
+
+/* The tables are computed by the compiler from the predicates above, so the
+ * grammar is stated once, readably, and costs one load per byte. */
+#define ROW(F, b)                                                                                  \
+    F((b) + 0), F((b) + 1), F((b) + 2), F((b) + 3), F((b) + 4), F((b) + 5), F((b) + 6),            \
+        F((b) + 7), F((b) + 8), F((b) + 9), F((b) + 10), F((b) + 11), F((b) + 12), F((b) + 13),    \
+        F((b) + 14), F((b) + 15)
+#define TABLE(F)                                                                                   \
+    {                                                                                              \
+        ROW(F, 0x00), ROW(F, 0x10), ROW(F, 0x20), ROW(F, 0x30), ROW(F, 0x40), ROW(F, 0x50),        \
+            ROW(F, 0x60), ROW(F, 0x70), ROW(F, 0x80), ROW(F, 0x90), ROW(F, 0xa0), ROW(F, 0xb0),    \
+            ROW(F, 0xc0), ROW(F, 0xd0), ROW(F, 0xe0), ROW(F, 0xf0)                                 \
+    }
+
+static const uint8_t char_class[256] = TABLE(CLASS_OF);
+static const uint8_t lower_tab[256] = TABLE(LOWER_OF);
+
+static inline bool is(char c, unsigned mask)
+{
+    return char_class[(unsigned char)c] & mask;
+}
+
+static inline int hex_val(char c)
+{
+    return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+}
+
+static inline bool is_ows(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* First byte at or after p that is not in the class, or end. */
+static inline const char *scan_class(const char *p, const char *end, unsigned mask)
+{
+    while (end - p >= 4) {
+        if (!is(p[0], mask))
+            return p;
+        if (!is(p[1], mask))
+            return p + 1;
+        if (!is(p[2], mask))
+            return p + 2;
+        if (!is(p[3], mask))
+            return p + 3;
+        p += 4;
+    }
+    while (p < end && is(*p, mask))
+        p++;
+    return p;
+}
+
+/* ASCII case-insensitive comparison; either side may be any bytes. */
+static inline bool case_eq(const char *a, const char *b, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (lower_tab[(unsigned char)a[i]] != lower_tab[(unsigned char)b[i]])
+            return false;
+    return true;
+}
+
+static inline struct view mkview(const char *p, const char *end)
+{
+    return (struct view){.p = p, .len = (size_t)(end - p)};
+}

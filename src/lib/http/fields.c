@@ -1,0 +1,113 @@
+/* fields.c - lookups on demand in a parsed request (fields.h). Each scans
+ * its text once, left to right, and returns views into it.
+ */
+#include "http/fields.h"
+
+#include <string.h>
+
+#include "http/chars.h"
+
+bool http_header_find(struct view headers, const char *name, size_t name_len, struct view *value)
+{
+    const char *p = headers.p, *end = headers.p + headers.len;
+    while (p < end) {
+        const char *colon = memchr(p, ':', (size_t)(end - p));
+        if (!colon)
+            return false;
+        const char *cr = memchr(colon, '\r', (size_t)(end - colon));
+        if (!cr)
+            cr = end;
+        if ((size_t)(colon - p) == name_len && case_eq(p, name, name_len)) {
+            const char *v = colon + 1;
+            while (v < cr && is_ows(*v))
+                v++;
+            const char *v_end = cr;
+            while (v_end > v && is_ows(v_end[-1]))
+                v_end--;
+            *value = mkview(v, v_end);
+            return true;
+        }
+        if (end - cr < 2)
+            return false;
+        p = cr + 2;
+    }
+    return false;
+}
+
+bool http_query_find(struct view query, const char *name, size_t name_len, struct view *value)
+{
+    const char *p = query.p, *end = query.p + query.len;
+    while (p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *seg_end = amp ? amp : end;
+        const char *eq = memchr(p, '=', (size_t)(seg_end - p));
+        const char *name_end = eq ? eq : seg_end;
+        /* "&&" is no parameter, not one with an empty name */
+        if (seg_end > p && (size_t)(name_end - p) == name_len &&
+            (name_len == 0 || memcmp(p, name, name_len) == 0)) {
+            *value = eq ? mkview(eq + 1, seg_end) : mkview(seg_end, seg_end);
+            return true;
+        }
+        if (!amp)
+            break;
+        p = amp + 1;
+    }
+    return false;
+}
+
+bool http_cookie_find(struct view cookies, const char *name, size_t name_len, struct view *value)
+{
+    const char *p = cookies.p, *end = cookies.p + cookies.len;
+    while (p < end) {
+        const char *semi = memchr(p, ';', (size_t)(end - p));
+        const char *pair_end = semi ? semi : end;
+        while (p < pair_end && is_ows(*p))
+            p++;
+        const char *eq = memchr(p, '=', (size_t)(pair_end - p));
+        /* a pair without '=' is ignored (RFC 6265 5.2) */
+        if (eq) {
+            const char *n_end = eq;
+            while (n_end > p && is_ows(n_end[-1]))
+                n_end--;
+            if ((size_t)(n_end - p) == name_len &&
+                (name_len == 0 || memcmp(p, name, name_len) == 0)) {
+                const char *v = eq + 1, *v_end = pair_end;
+                while (v < v_end && is_ows(*v))
+                    v++;
+                while (v_end > v && is_ows(v_end[-1]))
+                    v_end--;
+                if (v_end - v >= 2 && *v == '"' && v_end[-1] == '"') {
+                    v++;
+                    v_end--;
+                }
+                *value = mkview(v, v_end);
+                return true;
+            }
+        }
+        if (!semi)
+            break;
+        p = semi + 1;
+    }
+    return false;
+}
+
+ssize_t http_percent_decode(char *dst, const char *src, size_t len, bool plus_is_space)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = src[i];
+        if (c == '%') {
+            if (len - i < 3 || !is(src[i + 1], C_HEX) || !is(src[i + 2], C_HEX))
+                return -1;
+            c = (char)(hex_val(src[i + 1]) << 4 | hex_val(src[i + 2]));
+            /* a decoded NUL, CR or LF would cut or split whatever uses it next */
+            if (c == '\0' || c == '\r' || c == '\n')
+                return -1;
+            i += 2;
+        } else if (c == '+' && plus_is_space) {
+            c = ' ';
+        }
+        dst[o++] = c;
+    }
+    return (ssize_t)o;
+}
