@@ -71,17 +71,6 @@ struct parser {
     size_t errlen;
 };
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    err_vset(err, errlen, 0, NULL, fmt, ap);
-    va_end(ap);
-}
-
 /* "file:line: message", or "file:line: key: message" when key is not NULL. */
 static int parse_error(struct parser *ps, const char *key, size_t keylen, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -541,7 +530,7 @@ struct config *config_parse_buffer(const char *name, const char *text, size_t le
 {
     struct config *cfg = config_new(name);
     if (!cfg) {
-        set_err(err, errlen, "%s: out of memory", name ? name : "<string>");
+        err_set(err, errlen, 0, NULL, "%s: out of memory", name ? name : "<string>");
         return NULL;
     }
     struct parser ps = {.cfg = cfg, .err = err, .errlen = errlen};
@@ -588,23 +577,23 @@ struct config *config_parse_file(const char *path, char *err, size_t errlen)
     struct strbuf sb = {0};
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        err_set(err, errlen, 0, NULL, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
     for (;;) {
         if (sb.len > CONFIG_MAX_FILE) {
-            set_err(err, errlen, "%s: larger than %d bytes", path, CONFIG_MAX_FILE);
+            err_set(err, errlen, 0, NULL, "%s: larger than %d bytes", path, CONFIG_MAX_FILE);
             goto out_free_buf;
         }
         if (strbuf_reserve(&sb, 16384) < 0) {
-            set_err(err, errlen, "%s: out of memory", path);
+            err_set(err, errlen, 0, NULL, "%s: out of memory", path);
             goto out_free_buf;
         }
         ssize_t n = read(fd, sb.buf + sb.len, sb.cap - sb.len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            set_err(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+            err_set(err, errlen, 0, NULL, "%s: cannot read: %s", path, strerror(errno));
             goto out_free_buf;
         }
         if (n == 0)
@@ -617,212 +606,4 @@ out_free_buf:
     strbuf_free(&sb);
     close(fd);
     return cfg;
-}
-
-struct config_node *config_take(struct config_node *section, const char *name)
-{
-    if (!section)
-        return NULL;
-    for (struct config_node *n = section->children; n; n = n->next) {
-        if (!n->used && strcmp(n->name, name) == 0) {
-            n->used = true;
-            return n;
-        }
-    }
-    return NULL;
-}
-
-struct config_node *config_take_any(struct config_node *section)
-{
-    if (!section)
-        return NULL;
-    for (struct config_node *n = section->children; n; n = n->next) {
-        if (!n->used) {
-            n->used = true;
-            return n;
-        }
-    }
-    return NULL;
-}
-
-int config_verror(const struct config_node *n, char *err, size_t errlen, const char *fmt,
-                  va_list ap)
-{
-    char where[PATH_MAX + 160] = "";
-    if (n)
-        snprintf(where, sizeof(where), "%s:%d: %s", n->file ? n->file : "?", n->line,
-                 n->name ? n->name : "");
-    return err_vset(err, errlen, -EINVAL, where, fmt, ap);
-}
-
-int config_error(const struct config_node *n, char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int r = config_verror(n, err, errlen, fmt, ap);
-    va_end(ap);
-    return r;
-}
-
-/* The first node nobody took, depth first, and the section holding it. */
-static const struct config_node *first_unused(const struct config_node *section,
-                                              const struct config_node **parent)
-{
-    for (const struct config_node *n = section->children; n; n = n->next) {
-        if (!n->used) {
-            *parent = section;
-            return n;
-        }
-        const struct config_node *u = first_unused(n, parent);
-        if (u)
-            return u;
-    }
-    return NULL;
-}
-
-int config_check_unused(const struct config *cfg, char *err, size_t errlen)
-{
-    const struct config_node *parent = NULL;
-    const struct config_node *n = first_unused(cfg->root, &parent);
-    if (!n)
-        return 0;
-    /* A reader that takes a key once leaves a second copy of it behind;
-     * one that takes it in a loop (listener, handler) leaves none. So an
-     * earlier copy that was taken makes this one a duplicate. */
-    for (const struct config_node *p = parent->children; p != n; p = p->next) {
-        if (p->used && strcmp(p->name, n->name) == 0) {
-            set_err(err, errlen, "%s:%d: %s: duplicate key (first at line %d)", n->file, n->line,
-                    n->name, p->line);
-            return -EINVAL;
-        }
-    }
-    set_err(err, errlen, "%s:%d: %s: unknown key", n->file, n->line, n->name);
-    return -EINVAL;
-}
-
-static const char *value_of(const struct config_node *n)
-{
-    return n->value ? n->value : "";
-}
-
-/* Leading decimal digits of *pp: 0, -EINVAL when there are none, -ERANGE
- * when they do not fit. */
-static int parse_digits(const char **pp, uint64_t *out)
-{
-    const char *p = *pp;
-    uint64_t v = 0;
-    bool overflow = false;
-    if (*p < '0' || *p > '9')
-        return -EINVAL;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        unsigned d = (unsigned)(*p - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            overflow = true;
-        else
-            v = v * 10 + d;
-    }
-    *pp = p;
-    *out = v;
-    return overflow ? -ERANGE : 0;
-}
-
-int config_duration_ms(const struct config_node *n, uint64_t *ms, char *err, size_t errlen)
-{
-    static const struct {
-        const char *unit;
-        uint64_t ms;
-    } units[] = {{"", 1000},       {"ms", 1},          {"s", 1000},
-                 {"m", 60 * 1000}, {"h", 3600 * 1000}, {"d", 24 * 3600 * 1000}};
-    const char *s = value_of(n), *p = s;
-    uint64_t v;
-    int r = parse_digits(&p, &v);
-    if (r == -EINVAL)
-        return config_error(n, err, errlen, "bad duration '%s'", s);
-    for (size_t i = 0; i < N_ELEMENTS(units); i++) {
-        if (strcmp(p, units[i].unit) != 0)
-            continue;
-        if (r == -ERANGE || v > UINT64_MAX / units[i].ms)
-            return config_error(n, err, errlen, "duration '%s' is too large", s);
-        *ms = v * units[i].ms;
-        return 0;
-    }
-    return config_error(n, err, errlen, "bad duration '%s' (use ms, s, m, h or d)", s);
-}
-
-int config_size(const struct config_node *n, uint64_t *bytes, char *err, size_t errlen)
-{
-    const char *s = value_of(n), *p = s;
-    uint64_t v;
-    int r = parse_digits(&p, &v);
-    if (r == -EINVAL)
-        return config_error(n, err, errlen, "bad size '%s'", s);
-    unsigned shift;
-    switch (*p | 0x20) {
-    case 'k':
-        shift = 10;
-        break;
-    case 'm':
-        shift = 20;
-        break;
-    case 'g':
-        shift = 30;
-        break;
-    case 't':
-        shift = 40;
-        break;
-    default:
-        shift = 0;
-    }
-    if (shift)
-        p++;
-    /* "8k", "8kb", "8KiB" alike; a bare number may say "b" */
-    if (shift && (p[0] | 0x20) == 'i' && (p[1] | 0x20) == 'b')
-        p += 2;
-    else if ((*p | 0x20) == 'b')
-        p++;
-    if (*p)
-        return config_error(n, err, errlen, "bad size '%s' (use k, M, G or T)", s);
-    if (r == -ERANGE || v > (UINT64_MAX >> shift))
-        return config_error(n, err, errlen, "size '%s' is too large", s);
-    *bytes = v << shift;
-    return 0;
-}
-
-int config_bool(const struct config_node *n, bool *out, char *err, size_t errlen)
-{
-    static const char *const yes[] = {"true", "yes", "on", "1"};
-    static const char *const no[] = {"false", "no", "off", "0"};
-    const char *s = value_of(n);
-    for (size_t i = 0; i < N_ELEMENTS(yes); i++) {
-        if (strcasecmp(s, yes[i]) == 0) {
-            *out = true;
-            return 0;
-        }
-        if (strcasecmp(s, no[i]) == 0) {
-            *out = false;
-            return 0;
-        }
-    }
-    return config_error(n, err, errlen, "bad boolean '%s' (use true or false)", s);
-}
-
-int config_int(const struct config_node *n, long min, long max, long *out, char *err, size_t errlen)
-{
-    const char *s = value_of(n), *p = s;
-    bool neg = *p == '-';
-    if (*p == '-' || *p == '+')
-        p++;
-    uint64_t v;
-    int r = parse_digits(&p, &v);
-    if (r == -EINVAL || *p)
-        return config_error(n, err, errlen, "bad integer '%s'", s);
-    /* the magnitude of LONG_MIN is one more than LONG_MAX */
-    uint64_t limit = neg ? (uint64_t)LONG_MAX + 1 : (uint64_t)LONG_MAX;
-    long val = 0;
-    if (r == 0 && v <= limit)
-        val = !neg ? (long)v : v == (uint64_t)LONG_MAX + 1 ? LONG_MIN : -(long)v;
-    if (r < 0 || v > limit || val < min || val > max)
-        return config_error(n, err, errlen, "%s is out of range [%ld, %ld]", s, min, max);
-    *out = val;
-    return 0;
 }

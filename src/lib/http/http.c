@@ -1,4 +1,4 @@
-/* conn.c - the life of an HTTP connection, as the runtime's protocol:
+/* http.c - the life of an HTTP connection, as the runtime's protocol:
  * read, parse, route, call the handler, answer; again while the client
  * keeps the connection alive and has bytes for us. When the buffer runs
  * dry, run() returns CONN_KEEP, so an idle connection holds no stack. */
