@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/common.h"
+#include "base/err.h"
 #include "base/itoa.h"
 #include "base/strbuf.h"
 #include "rt/coro.h"
@@ -77,7 +78,7 @@ struct files_listing *files_listing_new(char *err, size_t errlen)
     struct files_listing *l = ALLOC_INIT(struct files_listing, {.tpl = t});
     if (!l) {
         tpl_free(t);
-        snprintf(err, errlen, "out of memory");
+        err_set(err, errlen, -ENOMEM, NULL, "out of memory");
     }
     return l;
 }
