@@ -1,0 +1,207 @@
+/* test_worker.c - the runtime carries a protocol it knows nothing about.
+ *
+ * A line-echo protocol (not HTTP) runs on a real worker thread over
+ * loopback: it answers each line, goes idle between lines (CONN_KEEP),
+ * closes on "quit" (CONN_CLOSE), and says "timeout" when a line stays
+ * incomplete past the request timeout. The runtime's slots carry its
+ * per-connection and per-worker state, and its hooks are called. */
+#include "test.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "rt/worker.h"
+
+struct line_state {
+    unsigned lines; /* answered on this connection */
+    bool partial;   /* part of a line is buffered */
+};
+
+struct line_worker {
+    _Atomic unsigned recycled, destroyed, timeouts;
+};
+
+static enum conn_verdict line_run(struct conn_ctx *ctx)
+{
+    struct line_state *st = conn_state(ctx);
+    for (;;) {
+        char *start = ctx->in + ctx->in_pos;
+        char *nl = memchr(start, '\n', ctx->in_len - ctx->in_pos);
+        if (nl) {
+            size_t len = (size_t)(nl - start) + 1;
+            strbuf_append(&ctx->out, start, len);
+            ctx->in_pos += len;
+            st->lines++;
+            if (len == 5 && !memcmp(start, "quit", 4))
+                return CONN_CLOSE;
+            continue;
+        }
+        st->partial = ctx->in_len > ctx->in_pos;
+        if (!st->partial)
+            ctx->in_pos = ctx->in_len = 0;
+        else
+            conn_compact(ctx);
+        conn_flush(ctx);
+        ssize_t n = conn_read(ctx, !st->partial);
+        if (n == -EAGAIN)
+            return CONN_KEEP;
+        if (n == 0)
+            return CONN_CLOSE;
+    }
+}
+
+static void line_timeout(struct conn_ctx *ctx)
+{
+    struct line_state *st = conn_state(ctx);
+    struct line_worker *lw = conn_worker_state(ctx);
+    if (st->partial) {
+        ssize_t r = send(ctx->fd, "timeout\n", 8, MSG_DONTWAIT | MSG_NOSIGNAL);
+        (void)r;
+        atomic_fetch_add(&lw->timeouts, 1);
+    }
+}
+
+static bool line_between(const struct conn_ctx *ctx)
+{
+    const struct line_state *st = conn_state(ctx);
+    return !st->partial;
+}
+
+static void line_recycle(struct conn_ctx *ctx)
+{
+    struct line_worker *lw = conn_worker_state(ctx);
+    *(struct line_state *)conn_state(ctx) = (struct line_state){0};
+    atomic_fetch_add(&lw->recycled, 1);
+}
+
+static void line_destroy(struct conn_ctx *ctx)
+{
+    struct line_worker *lw = conn_worker_state(ctx);
+    atomic_fetch_add(&lw->destroyed, 1);
+}
+
+static const struct conn_proto line_proto = {
+    .state_size = sizeof(struct line_state),
+    .run = line_run,
+    .on_timeout = line_timeout,
+    .between_requests = line_between,
+    .recycle = line_recycle,
+    .destroy = line_destroy,
+};
+
+static int client(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Reads until n bytes or end of stream; returns the count. */
+static size_t read_n(int fd, char *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    return got;
+}
+
+static void send_str(int fd, const char *s)
+{
+    CHECK_EQ_INT(write(fd, s, strlen(s)), (long)strlen(s));
+}
+
+TEST(a_protocol_that_is_not_http)
+{
+    enum { MAX_FDS = 1024 };
+    struct conn *conns = calloc(MAX_FDS, sizeof(*conns));
+    struct line_worker lw = {0};
+    struct worker_cfg cfg = {
+        .keep_alive_s = 30,
+        .request_timeout_s = 1,
+        .in_cap = 4096,
+        .stack_size = CORO_DEFAULT_STACK,
+        .max_free_ctx = 4,
+        .shutdown_grace_s = 2,
+        .proto = &line_proto,
+    };
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t al = sizeof(a);
+    CHECK(bind(lfd, (struct sockaddr *)&a, sizeof(a)) == 0);
+    CHECK(listen(lfd, 16) == 0);
+    CHECK(getsockname(lfd, (struct sockaddr *)&a, &al) == 0);
+    int port = ntohs(a.sin_port);
+    int *fds = malloc(sizeof(int));
+    fds[0] = lfd;
+
+    struct worker w;
+    CHECK_EQ_INT(worker_init(&w, &cfg, 0, conns, MAX_FDS, fds, 1), 0);
+    w.proto_state = &lw;
+    pthread_t t;
+    CHECK_EQ_INT(pthread_create(&t, NULL, worker_main, &w), 0);
+
+    /* lines are answered; the connection idles between them */
+    char buf[64] = {0};
+    int c = client(port);
+    CHECK(c >= 0);
+    send_str(c, "hello\nworld\n");
+    CHECK_EQ_INT(read_n(c, buf, 12), 12);
+    CHECK(!memcmp(buf, "hello\nworld\n", 12));
+    usleep(100 * 1000); /* idle: the context went back to the pool */
+    CHECK(atomic_load(&lw.recycled) >= 1);
+    send_str(c, "again\n");
+    CHECK_EQ_INT(read_n(c, buf, 6), 6);
+    CHECK(!memcmp(buf, "again\n", 6));
+    /* CONN_CLOSE: the answer, then the end of the stream */
+    send_str(c, "quit\n");
+    CHECK_EQ_INT(read_n(c, buf, sizeof(buf)), 5);
+    CHECK(!memcmp(buf, "quit\n", 5));
+    close(c);
+
+    /* half a line past the request timeout: the protocol's last words */
+    c = client(port);
+    send_str(c, "half a li");
+    size_t n = read_n(c, buf, sizeof(buf)); /* up to the close, within ~2 s */
+    CHECK_EQ_INT(n, 8);
+    CHECK(!memcmp(buf, "timeout\n", 8));
+    CHECK_EQ_INT(atomic_load(&lw.timeouts), 1);
+    close(c);
+
+    /* a graceful stop closes an idle connection at once */
+    c = client(port);
+    send_str(c, "x\n");
+    CHECK_EQ_INT(read_n(c, buf, 2), 2);
+    worker_wake(&w);
+    CHECK_EQ_INT(pthread_join(t, NULL), 0);
+    CHECK_EQ_INT(read_n(c, buf, sizeof(buf)), 0);
+    close(c);
+    worker_destroy(&w);
+    /* every context the worker made was destroyed, through the protocol */
+    CHECK(atomic_load(&lw.destroyed) >= 1);
+    free(conns);
+}
+
+int main(void)
+{
+    RUN(a_protocol_that_is_not_http);
+    return test_summary();
+}
