@@ -36,8 +36,7 @@ struct conn {
     uint32_t prev, next;  /* timeout queue links: fds, TQ_NIL for none */
     uint32_t deadline;    /* worker clock, seconds */
     uint16_t flags;
-    uint16_t worker; /* index of the owning worker */
-    uint8_t pad[8];  /* to half a cache line: see the assertion */
+    uint8_t pad[10]; /* to half a cache line: see the assertion */
 };
 /* Workers take neighbouring fds in pairs, so a pair of entries filling one
  * cache line is never written by two threads. */

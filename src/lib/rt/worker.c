@@ -216,8 +216,7 @@ static void adopt(struct worker *w, int fd)
         close(fd);
         return;
     }
-    w->conns[fd] = (struct conn){
-        .prev = TQ_NIL, .next = TQ_NIL, .flags = CONN_OPEN, .worker = (uint16_t)w->idx};
+    w->conns[fd] = (struct conn){.prev = TQ_NIL, .next = TQ_NIL, .flags = CONN_OPEN};
     w->n_conns++;
     /* TCP_DEFER_ACCEPT: the request is usually here already, so read it
      * now; the fd joins epoll only if it has to wait. */
