@@ -204,6 +204,25 @@ class RawConn:
         return out
 
 
+def recv_until(s, pred, limit):
+    """Read until pred(data) or limit seconds; returns the bytes."""
+    data = b""
+    deadline = time.monotonic() + limit
+    while not pred(data):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        s.settimeout(left)
+        try:
+            d = s.recv(1 << 20)
+        except socket.timeout:
+            break
+        if not d:
+            break
+        data += d
+    return data
+
+
 def request(method, target, host="localhost", headers=(), body=None, version="HTTP/1.1"):
     """Build request bytes.  HEADERS: list of (name, value) or raw str lines."""
     lines = ["%s %s %s" % (method, target, version)]

@@ -327,6 +327,26 @@ def test_dir_redirect_keeps_encoding(make_server, froot):
     assert fetch(s, "/a%20b/").body == b"spaced\n"
 
 
+def test_directory_redirect_is_never_protocol_relative(server):
+    # "//evil.example/%2e%2e/sub" normalises to "/sub": the Location must be
+    # built from that, not from the raw target.
+    with server.conn() as c:
+        c.send(b"GET //evil.example/%2e%2e/sub?x=1 HTTP/1.1\r\nHost: a\r\n\r\n")
+        r = c.read_response()
+    assert r.status == 301
+    loc = dict((k.lower(), v) for k, v in r.headers)["location"]
+    assert loc == "/sub/?x=1", loc
+
+
+def test_directory_redirect_reencodes_the_path(server):
+    os.mkdir(server.base / "wwwroot" / "a b%")
+    with server.conn() as c:
+        c.send(b"GET /a%20b%25 HTTP/1.1\r\nHost: a\r\n\r\n")
+        r = c.read_response()
+    assert r.status == 301
+    assert dict((k.lower(), v) for k, v in r.headers)["location"] == "/a%20b%25/"
+
+
 def test_index_and_no_listing(fserver):
     r = fetch(fserver, "/sub/")
     assert r.status == 200 and r.body == b"<p>sub index</p>\n"

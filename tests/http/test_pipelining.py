@@ -1,10 +1,13 @@
 """Pipelined requests: answered in order, leftover bytes parsed without
 waiting for more input, a request split across sends, back-pressure."""
 
+import os
+import socket
 import threading
+import time
 
 from conftest import HELLO_TXT
-from rawhttp import request
+from rawhttp import recv_until, request
 
 
 def test_256_pipelined_in_one_send(server):
@@ -110,3 +113,37 @@ def test_pipeline_backpressure(server):
                 assert r.body == b"Hello, %d!" % i, i
         t.join(10)
         assert not err
+
+
+def test_request_sent_while_a_response_is_being_written_is_answered(make_server, tmp_path):
+    # Edge-triggered epoll: bytes that arrive while the server waits to
+    # write give no second edge; the server must still read them.
+    s = make_server()
+    big = (s.base / "wwwroot" / "huge.bin")
+    big.write_bytes(os.urandom(8 << 20))
+    c = socket.create_connection((s.host, s.port))
+    try:
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        c.sendall(request("GET", "/huge.bin"))
+        time.sleep(0.5)  # the server is now blocked writing
+        c.sendall(request("GET", "/file.txt"))
+        time.sleep(0.2)
+        data = recv_until(c, lambda d: d.endswith(b"hello from a file\n"), 8)
+        assert data.count(b"HTTP/1.1 200 OK") == 2, (len(data), data[-200:])
+    finally:
+        c.close()
+
+
+def test_pipelined_answers_are_not_held_back_by_a_slow_body(make_server):
+    s = make_server(request_timeout="2s")
+    c = socket.create_connection((s.host, s.port))
+    try:
+        c.sendall(request("GET", "/hello") +
+                  b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n")
+        data = recv_until(c, lambda d: d.endswith(b"Hello, World!"), 1.5)
+        assert data.startswith(b"HTTP/1.1 200 OK") and data.endswith(b"Hello, World!"), data
+        c.sendall(b"hello")
+        data = recv_until(c, lambda d: d.endswith(b"hello"), 3)
+        assert data.startswith(b"HTTP/1.1 200 OK") and data.endswith(b"\r\n\r\nhello"), data
+    finally:
+        c.close()

@@ -1,11 +1,13 @@
-"""keep_alive_timeout and request_timeout, configured at 1 s."""
+"""keep_alive_timeout and request_timeout: configured at 1 s, or 2 s where a
+client keeps making progress for longer than that."""
 
 import select
+import socket
 import time
 
 import pytest
 
-from rawhttp import request
+from rawhttp import recv_until, request
 
 
 @pytest.fixture
@@ -130,3 +132,39 @@ def test_timeouts_do_not_affect_other_connections(fast):
     finally:
         for s in idle:
             s.close()
+
+
+def test_request_timeout_counts_per_request_not_per_connection(make_server):
+    # Every request completes within 1 s of its start, but the coroutine
+    # never ends (the buffer always holds part of the next request).
+    s = make_server(request_timeout="2s")
+    c = socket.create_connection((s.host, s.port))
+    try:
+        c.sendall(b"GET /hello HTTP/1.1\r\n")
+        ok = 0
+        for _ in range(6):  # about 4.8 s in all: more than twice the timeout
+            time.sleep(0.8)
+            c.sendall(b"Host: x\r\n\r\nGET /hello HTTP/1.1\r\n")
+            data = recv_until(c, lambda d: d.endswith(b"Hello, World!") or b" 408 " in d, 2)
+            assert data.startswith(b"HTTP/1.1 200 OK"), (ok, data[:60])
+            ok += 1
+        assert ok == 6
+    finally:
+        c.close()
+
+
+def test_slow_but_steady_body_is_not_a_timeout(make_server):
+    # The body arrives a byte every 0.6 s for 6 s with request_timeout=2s:
+    # progress keeps it alive (the timeout counts between reads of a body).
+    s = make_server(request_timeout="2s")
+    c = socket.create_connection((s.host, s.port))
+    try:
+        body = b"slow body!"
+        c.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body))
+        for b in body:
+            time.sleep(0.6)
+            c.sendall(bytes([b]))
+        data = recv_until(c, lambda d: d.endswith(body), 3)
+        assert data.startswith(b"HTTP/1.1 200 OK") and data.endswith(b"\r\n\r\n" + body), data
+    finally:
+        c.close()

@@ -96,6 +96,10 @@ static int from_config(struct colibri_server *srv, struct colibri_conf *sec, cha
         return colibri_conf_error(sec, err, errlen, "out of memory");
     rd->code = (int)c;
     rd->prefix_len = strlen(prefix);
+    /* "redirect /old/": the rest of "/old/a" is "/a", as under "/old", so
+     * it never runs into the target ("/new" + "a", or "https://host" + ".x") */
+    if (prefix[rd->prefix_len - 1] == '/')
+        rd->prefix_len--;
     rd->to_len = tl;
     memcpy(rd->to, colibri_conf_value(to), tl + 1);
     char why[256];

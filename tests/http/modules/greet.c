@@ -1,0 +1,178 @@
+/* greet.c - a "module FILE" library for the black-box tests
+ * (tests/http/test_modules.py builds it). It is compiled against colibri.h
+ * alone, without -lcolibri: every colibri_* symbol it calls must come from
+ * the program that loads it.
+ *
+ * Handlers:
+ *   greet       "Hello from a module"
+ *   peek_body   no COLIBRI_NEED_BODY, yet calls colibri_req_body() and
+ *               answers with what it returns (the API says 500)
+ *   tally       COLIBRI_NEED_BODY; counts its runs, answers the body length
+ *   tally_count how many times tally ran
+ *   versioned   a fixed document with an ETag and a Last-Modified,
+ *               honouring conditional requests and a single byte range
+ * Module:
+ *   shout PREFIX { text = WORDS   repeat = N }   WORDS in capitals, N times
+ *
+ * -DGREET_NO_INIT leaves colibri_module_init out; -DGREET_INIT_FAILS makes
+ * it return 42 after registering nothing. */
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "colibri.h"
+
+static int greet(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    (void)req;
+    (void)data;
+    colibri_resp_set_type(resp, "text/plain");
+    colibri_resp_append(resp, "Hello from a module", 19);
+    return 200;
+}
+
+static int peek_body(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    (void)data;
+    struct colibri_str body;
+    int r = colibri_req_body(req, &body);
+    if (r)
+        return r;
+    colibri_resp_printf(resp, "body of %zu bytes", body.len);
+    return 200;
+}
+
+static atomic_uint tally_runs;
+
+static int tally(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    (void)data;
+    atomic_fetch_add(&tally_runs, 1);
+    struct colibri_str body = {0};
+    int r = colibri_req_body(req, &body);
+    if (r)
+        return r;
+    colibri_resp_printf(resp, "tally got %zu bytes", body.len);
+    return 200;
+}
+
+static int tally_count(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    (void)req;
+    (void)data;
+    colibri_resp_printf(resp, "%u", atomic_load(&tally_runs));
+    return 200;
+}
+
+#define DOC_ETAG       "\"v1\""
+#define DOC_MTIME      INT64_C(1700000000)
+#define DOC_MTIME_HTTP "Tue, 14 Nov 2023 22:13:20 GMT"
+static const char doc[] = "0123456789abcdefghijklmnopqrstuvwxyz\n";
+
+static int versioned(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    (void)data;
+    const uint64_t size = sizeof(doc) - 1;
+    colibri_resp_header(resp, "ETag", DOC_ETAG);
+    colibri_resp_header(resp, "Last-Modified", DOC_MTIME_HTTP);
+    colibri_resp_header(resp, "Accept-Ranges", "bytes");
+    int r = colibri_req_preconditions(req, DOC_ETAG, DOC_MTIME);
+    if (r)
+        return r; /* 304 or 412, with the validators above */
+    uint64_t first, last;
+    char cr[64];
+    switch (colibri_req_range(req, DOC_ETAG, DOC_MTIME, size, &first, &last)) {
+    case 206:
+        snprintf(cr, sizeof(cr), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, first, last, size);
+        colibri_resp_header(resp, "Content-Range", cr);
+        colibri_resp_append(resp, doc + first, (size_t)(last - first + 1));
+        return 206;
+    case 416:
+        snprintf(cr, sizeof(cr), "bytes */%" PRIu64, size);
+        colibri_resp_header(resp, "Content-Range", cr);
+        return 416;
+    default:
+        colibri_resp_append(resp, doc, (size_t)size);
+        return 200;
+    }
+}
+
+struct shout {
+    size_t len;
+    char text[];
+};
+
+static int shout_answer(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    (void)req;
+    const struct shout *s = data;
+    colibri_resp_append(resp, s->text, s->len);
+    return 200;
+}
+
+static const struct colibri_handler shout_handler = {.name = "shout", .fn = shout_answer};
+
+static int shout_from_config(struct colibri_server *srv, struct colibri_conf *sec, char *err,
+                             size_t errlen)
+{
+    struct colibri_conf *text = colibri_conf_take(sec, "text");
+    struct colibri_conf *repeat = colibri_conf_take(sec, "repeat");
+    if (!text)
+        return colibri_conf_error(sec, err, errlen, "needs 'text = WORDS'");
+    const char *t = colibri_conf_value(text);
+    if (!t[0])
+        return colibri_conf_error(text, err, errlen, "must not be empty");
+    long n = 1;
+    if (repeat) {
+        int r = colibri_conf_int(repeat, 1, 10, &n, err, errlen);
+        if (r)
+            return r;
+    }
+    size_t tl = strlen(t);
+    struct shout *s = malloc(sizeof(*s) + tl * (size_t)n + 1);
+    if (!s)
+        return colibri_conf_error(sec, err, errlen, "out of memory");
+    s->len = tl * (size_t)n;
+    for (long i = 0; i < n; i++)
+        for (size_t j = 0; j < tl; j++)
+            s->text[(size_t)i * tl + j] =
+                t[j] >= 'a' && t[j] <= 'z' ? (char)(t[j] - 'a' + 'A') : t[j];
+    s->text[s->len] = '\0';
+    char why[256];
+    if (colibri_server_add_route(srv, colibri_conf_value(sec), &shout_handler, s, free, why,
+                                 sizeof(why)))
+        return colibri_conf_error(sec, err, errlen, "%s", why);
+    return 0;
+}
+
+#ifndef GREET_NO_INIT
+int colibri_module_init(struct colibri_server *srv)
+{
+#ifdef GREET_INIT_FAILS
+    (void)srv;
+    return 42;
+#else
+    static const struct colibri_handler handlers[] = {
+        {.name = "greet", .fn = greet},
+        {.name = "peek_body",
+         .fn = peek_body,
+         .methods = COLIBRI_M(COLIBRI_GET) | COLIBRI_M(COLIBRI_POST)},
+        {.name = "tally",
+         .fn = tally,
+         .methods = COLIBRI_M(COLIBRI_POST),
+         .needs = COLIBRI_NEED_BODY},
+        {.name = "tally_count", .fn = tally_count},
+        {.name = "versioned", .fn = versioned},
+    };
+    static const struct colibri_module shout = {.name = "shout", .from_config = shout_from_config};
+    for (size_t i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++) {
+        int r = colibri_server_register(srv, &handlers[i]);
+        if (r)
+            return r;
+    }
+    return colibri_server_add_module(srv, &shout);
+#endif
+}
+#endif
