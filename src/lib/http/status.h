@@ -4,7 +4,8 @@
 
 #include "base/common.h"
 
-/* "HTTP/1.1 200 OK\r\n"; an unknown code gets the generic line of its class. */
+/* "HTTP/1.1 200 OK\r\n"; a code without a name gets "HTTP/1.1 499 \r\n", and
+ * one outside 100-599 the line of 500. */
 struct view http_status_line(int status);
 /* "OK" */
 struct view http_status_reason(int status);

@@ -6,11 +6,9 @@
  *
  * The body is the server's error page for that status (error_template
  * when one is configured). Every method is answered. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/status.h"
 #include "server/builtin.h"
 
 static int answer(struct colibri_request *req, struct colibri_response *resp, void *data)
@@ -26,16 +24,6 @@ static const struct colibri_handler response_handler = {
     .methods = (1u << COLIBRI_METHOD_COUNT) - 1,
 };
 
-/* A code missing from the status table would go out as the generic code
- * of its class (451 as "400 Bad Request"): not what the config says. */
-static bool status_known(long c)
-{
-    char want[16];
-    int n = snprintf(want, sizeof(want), "HTTP/1.1 %ld ", c);
-    struct view line = http_status_line((int)c);
-    return line.len > (size_t)n && !memcmp(line.p, want, (size_t)n);
-}
-
 static int from_config(struct colibri_server *srv, struct colibri_conf *sec, char *err,
                        size_t errlen)
 {
@@ -49,8 +37,6 @@ static int from_config(struct colibri_server *srv, struct colibri_conf *sec, cha
     int r = colibri_conf_int(code, 400, 599, &c, err, errlen);
     if (r)
         return r;
-    if (!status_known(c))
-        return colibri_conf_error(code, err, errlen, "colibri has no status %ld", c);
     int *data = malloc(sizeof(*data));
     if (!data)
         return colibri_conf_error(sec, err, errlen, "out of memory");
