@@ -194,12 +194,18 @@ static bool between_requests(const struct conn_ctx *ctx)
     return !hc->mid_request;
 }
 
+/* Buffers that grew beyond KEEP_BUF_MAX are freed; the others need no
+ * reset here, because every request (and http_send_error) resets them
+ * before use. */
 static void recycle(struct conn_ctx *ctx)
 {
     struct http_conn *hc = conn_state(ctx);
-    strbuf_shrink(&hc->body, KEEP_BUF_MAX);
-    strbuf_shrink(&hc->hdrs, KEEP_BUF_MAX);
-    strbuf_shrink(&hc->reqbody, KEEP_BUF_MAX);
+    if (hc->body.cap > KEEP_BUF_MAX)
+        strbuf_free(&hc->body);
+    if (hc->hdrs.cap > KEEP_BUF_MAX)
+        strbuf_free(&hc->hdrs);
+    if (hc->reqbody.cap > KEEP_BUF_MAX)
+        strbuf_free(&hc->reqbody);
     arena_reset(&hc->arena);
 }
 
