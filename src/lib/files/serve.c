@@ -151,7 +151,7 @@ static int serve_file(struct colibri_request *req, struct colibri_response *resp
                       const struct fentry *e)
 {
     const struct files *f = e->f;
-    struct http_conds c = {0};
+    struct http_conds c;
     struct colibri_str raw = colibri_req_headers_raw(req);
     http_conds_scan((struct view){.p = raw.p, .len = raw.len}, &c);
 

@@ -20,6 +20,9 @@ static struct view trim(const char *p, const char *end)
  * first of each counts (Accept-Encoding lines add up). */
 void http_conds_scan(struct view raw, struct http_conds *c)
 {
+    c->n_ae = 0;
+    c->has_if_match = c->has_inm = c->has_ims = c->has_ius = false;
+    c->has_range = c->has_if_range = false;
     const char *p = raw.p, *end = raw.p + raw.len;
     while (p < end) {
         const char *eol = memchr(p, '\n', (size_t)(end - p));
@@ -114,29 +117,6 @@ size_t http_content_range(char *buf, int64_t first, uint64_t last, uint64_t size
     return n;
 }
 
-static bool date_le(struct view v, int64_t t)
-{
-    int64_t d;
-    return http_date_parse(v.p, v.len, &d) && t <= d;
-}
-
-int http_preconditions(const struct http_conds *c, enum colibri_method m, const char *etag,
-                       size_t elen, int64_t mtime)
-{
-    if (c->has_if_match) {
-        if (!etag || !http_etag_match(c->if_match, etag, elen, false))
-            return 412;
-    } else if (c->has_ius && mtime >= 0 && !date_le(c->if_unmodified_since, mtime)) {
-        return 412;
-    }
-    bool not_modified = c->has_inm
-                            ? etag && http_etag_match(c->if_none_match, etag, elen, true)
-                            : c->has_ims && mtime >= 0 && date_le(c->if_modified_since, mtime);
-    if (not_modified)
-        return m == COLIBRI_GET || m == COLIBRI_HEAD ? 304 : 412;
-    return 0;
-}
-
 bool http_if_range(const struct http_conds *c, const char *etag, size_t elen, int64_t mtime)
 {
     if (!c->has_if_range)
@@ -152,7 +132,7 @@ bool http_if_range(const struct http_conds *c, const char *etag, size_t elen, in
 
 int colibri_req_preconditions(struct colibri_request *req, const char *etag, int64_t last_modified)
 {
-    struct http_conds c = {0};
+    struct http_conds c;
     http_conds_scan(req->head->headers, &c);
     return http_preconditions(&c, req->head->method, etag, etag ? strlen(etag) : 0, last_modified);
 }
@@ -160,7 +140,7 @@ int colibri_req_preconditions(struct colibri_request *req, const char *etag, int
 int colibri_req_range(struct colibri_request *req, const char *etag, int64_t last_modified,
                       uint64_t size, uint64_t *first, uint64_t *last)
 {
-    struct http_conds c = {0};
+    struct http_conds c;
     http_conds_scan(req->head->headers, &c);
     if (!c.has_range || req->head->method != COLIBRI_GET ||
         !http_if_range(&c, etag, etag ? strlen(etag) : 0, last_modified))

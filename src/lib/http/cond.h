@@ -15,6 +15,7 @@
 #include "base/common.h"
 #include "base/itoa.h"
 #include "colibri.h"
+#include "http/date.h"
 
 struct http_conds {
     struct view if_match, if_none_match, if_modified_since, if_unmodified_since;
@@ -24,19 +25,43 @@ struct http_conds {
     bool has_if_match, has_inm, has_ims, has_ius, has_range, has_if_range;
 };
 
-/* The first of each field counts (Accept-Encoding lines add up). c must
- * start zeroed. */
+/* The first of each field counts (Accept-Encoding lines add up). Fills
+ * in c: the flags and n_ae say which views are set (the others are not
+ * touched), so c need not be zeroed first. */
 void http_conds_scan(struct view headers, struct http_conds *c);
 
 /* Whether the entity-tag list matches etag (quoted, as sent): "*" matches
  * anything; weak comparison ignores W/, strong never matches a weak tag. */
 bool http_etag_match(struct view list, const char *etag, size_t elen, bool weak);
 
+/* Whether the HTTP-date v is valid and not before t. */
+static inline bool http_date_le(struct view v, int64_t t)
+{
+    int64_t d;
+    return http_date_parse(v.p, v.len, &d) && t <= d;
+}
+
 /* RFC 9110 §13.2.2 in its order: 0 to answer normally, 412, or 304 (for
  * GET and HEAD; other methods get 412 where GET would get 304). mtime < 0:
- * the representation has no modification time (dates are ignored). */
-int http_preconditions(const struct http_conds *c, enum colibri_method m, const char *etag,
-                       size_t elen, int64_t mtime);
+ * the representation has no modification time (dates are ignored).
+ * Inline: every file answer asks, and for a request with none of these
+ * fields the answer is four tests. */
+static inline int http_preconditions(const struct http_conds *c, enum colibri_method m,
+                                     const char *etag, size_t elen, int64_t mtime)
+{
+    if (c->has_if_match) {
+        if (!etag || !http_etag_match(c->if_match, etag, elen, false))
+            return 412;
+    } else if (c->has_ius && mtime >= 0 && !http_date_le(c->if_unmodified_since, mtime)) {
+        return 412;
+    }
+    bool not_modified = c->has_inm
+                            ? etag && http_etag_match(c->if_none_match, etag, elen, true)
+                            : c->has_ims && mtime >= 0 && http_date_le(c->if_modified_since, mtime);
+    if (not_modified)
+        return m == COLIBRI_GET || m == COLIBRI_HEAD ? 304 : 412;
+    return 0;
+}
 
 /* Whether a Range applies under If-Range (true without If-Range). */
 bool http_if_range(const struct http_conds *c, const char *etag, size_t elen, int64_t mtime);

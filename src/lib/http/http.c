@@ -54,10 +54,9 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
 
 /* One request, head already parsed. Returns false when the connection
  * must close. */
-static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_head *head,
-                   size_t head_len)
+static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worker *hw,
+                   struct http_head *head, size_t head_len)
 {
-    struct http_worker *hw = conn_worker_state(ctx);
     struct colibri_request req = {
         .ctx = ctx,
         .hc = hc,
@@ -81,6 +80,7 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_head 
         hc->closing = true;
     if (head->flags & HTTP_F_CHUNKED) {
         req.body_kind = BODY_CHUNKED;
+        hc->chunked = (struct http_chunked){0};
     } else if (head->content_length > 0) {
         req.body_kind = BODY_LENGTH;
         req.body_left = (uint64_t)head->content_length;
@@ -89,7 +89,8 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_head 
     unsigned mark = coro_defer_mark(ctx->coro);
     int status = dispatch(&req, &resp);
     coro_defer_run_to(ctx->coro, mark);
-    http_skip_body(&req);
+    if (req.body_kind != BODY_NONE) /* most requests have none: no call */
+        http_skip_body(&req);
 
     if (resp.streaming) {
         if (resp.chunked && !resp.head_only)
@@ -145,7 +146,7 @@ static ssize_t next_head(struct conn_ctx *ctx, struct http_conn *hc,
 static enum conn_verdict run(struct conn_ctx *ctx)
 {
     struct http_conn *hc = conn_state(ctx);
-    const struct http_worker *hw = conn_worker_state(ctx);
+    struct http_worker *hw = conn_worker_state(ctx);
     hc->closing = hc->lingering = hc->mid_request = false;
 
     for (;;) {
@@ -157,7 +158,7 @@ static enum conn_verdict run(struct conn_ctx *ctx)
             http_send_error(ctx, (int)-r);
             break;
         }
-        if (!handle(ctx, hc, &head, (size_t)r))
+        if (!handle(ctx, hc, hw, &head, (size_t)r))
             break;
     }
     hc->mid_request = false;
@@ -193,12 +194,18 @@ static bool between_requests(const struct conn_ctx *ctx)
     return !hc->mid_request;
 }
 
+/* Buffers that grew beyond KEEP_BUF_MAX are freed; the others need no
+ * reset here, because every request (and http_send_error) resets them
+ * before use. */
 static void recycle(struct conn_ctx *ctx)
 {
     struct http_conn *hc = conn_state(ctx);
-    strbuf_shrink(&hc->body, KEEP_BUF_MAX);
-    strbuf_shrink(&hc->hdrs, KEEP_BUF_MAX);
-    strbuf_shrink(&hc->reqbody, KEEP_BUF_MAX);
+    if (hc->body.cap > KEEP_BUF_MAX)
+        strbuf_free(&hc->body);
+    if (hc->hdrs.cap > KEEP_BUF_MAX)
+        strbuf_free(&hc->hdrs);
+    if (hc->reqbody.cap > KEEP_BUF_MAX)
+        strbuf_free(&hc->reqbody);
     arena_reset(&hc->arena);
 }
 

@@ -50,29 +50,9 @@ static ssize_t normalize_path(char *p, size_t len)
     return (ssize_t)out;
 }
 
-/* Only '%' escapes, "." segments and repeated slashes need work. */
-static bool path_is_plain(struct view v)
-{
-    for (size_t i = 0; i < v.len; i++) {
-        char c = v.p[i];
-        if (c == '%' || (c == '/' && i + 1 < v.len && (v.p[i + 1] == '/' || v.p[i + 1] == '.')))
-            return false;
-    }
-    return v.len && v.p[0] == '/';
-}
-
-int http_decode_path(struct colibri_request *req)
+int http_decode_path_escaped(struct colibri_request *req, char *p)
 {
     struct view raw = req->head->path;
-    char *p = arena_alloc(&req->hc->arena, raw.len + 1);
-    if (!p)
-        return 500;
-    if (path_is_plain(raw)) {
-        memcpy(p, raw.p, raw.len);
-        p[raw.len] = '\0';
-        req->path = (struct view){.p = p, .len = raw.len};
-        return 0;
-    }
     ssize_t n = http_percent_decode(p, raw.p, raw.len, false);
     if (n < 0 || n == 0 || p[0] != '/')
         return 400;
@@ -144,7 +124,7 @@ int http_body_pump(struct colibri_request *req, bool keep)
                 break;
         } else {
             size_t payload;
-            ssize_t used = http_chunked_decode(&req->chunked, p, avail, &payload);
+            ssize_t used = http_chunked_decode(&hc->chunked, p, avail, &payload);
             if (used < 0)
                 goto out_bad;
             if (keep) {
@@ -158,7 +138,7 @@ int http_body_pump(struct colibri_request *req, bool keep)
                     goto out_too_large;
             }
             ctx->in_pos += (size_t)used;
-            if (req->chunked.done)
+            if (hc->chunked.done)
                 break;
         }
         if (!req->head_pinned && pin_head(req) < 0)

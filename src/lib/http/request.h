@@ -26,13 +26,14 @@ struct http_worker {
 /* A connection's HTTP state (the runtime's per-connection slot); its
  * buffers are reused from request to request. */
 struct http_conn {
-    struct strbuf body;    /* the response body a handler fills */
-    struct strbuf hdrs;    /* extra response header lines a handler adds */
-    struct strbuf reqbody; /* the request body, once read */
-    struct arena arena;    /* per-request scratch: decoded path, query values, pinned head */
-    bool closing;          /* answer with Connection: close, then close */
-    bool lingering;        /* close after draining the client's unread bytes */
-    bool mid_request;      /* part of a request is buffered or being read (408 on timeout) */
+    struct strbuf body;          /* the response body a handler fills */
+    struct strbuf hdrs;          /* extra response header lines a handler adds */
+    struct strbuf reqbody;       /* the request body, once read */
+    struct arena arena;          /* per-request scratch: decoded path, query values, pinned head */
+    struct http_chunked chunked; /* the decoder of a chunked request body, reset per body */
+    bool closing;                /* answer with Connection: close, then close */
+    bool lingering;              /* close after draining the client's unread bytes */
+    bool mid_request;            /* part of a request is buffered or being read (408 on timeout) */
 };
 
 enum body_kind { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };
@@ -52,7 +53,6 @@ struct colibri_request {
     unsigned needs;     /* the handler's enum colibri_need */
     struct view path;   /* decoded and normalised, NUL-terminated */
     uint64_t body_left;
-    struct http_chunked chunked;
 };
 
 struct colibri_response {
@@ -67,8 +67,31 @@ struct colibri_response {
 
 /* --- request.c --- */
 
-/* Decodes and normalises the target's path into req->path: 0, or 400. */
-int http_decode_path(struct colibri_request *req);
+/* Decodes and normalises the target's path into req->path: 0, 400, or
+ * 500 (out of memory). Inline, because every request needs it and most
+ * paths have nothing to decode; the others go to
+ * http_decode_path_escaped(), which decodes into p (raw.len + 1 bytes). */
+int http_decode_path_escaped(struct colibri_request *req, char *p);
+static inline int http_decode_path(struct colibri_request *req)
+{
+    struct view raw = req->head->path;
+    char *p = arena_alloc(&req->hc->arena, raw.len + 1);
+    if (!p)
+        return 500;
+    /* only '%' escapes, "." segments and repeated slashes need work */
+    for (size_t i = 0; i < raw.len; i++) {
+        char c = raw.p[i];
+        if (c == '%' ||
+            (c == '/' && i + 1 < raw.len && (raw.p[i + 1] == '/' || raw.p[i + 1] == '.')))
+            return http_decode_path_escaped(req, p);
+    }
+    if (!raw.len || raw.p[0] != '/')
+        return http_decode_path_escaped(req, p);
+    memcpy(p, raw.p, raw.len);
+    p[raw.len] = '\0';
+    req->path = (struct view){.p = p, .len = raw.len};
+    return 0;
+}
 /* Reads the rest of the body into hc->reqbody (keep) or drops it. 0, or
  * the status to give up with (the connection then closes). */
 int http_body_pump(struct colibri_request *req, bool keep);

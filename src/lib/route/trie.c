@@ -14,6 +14,7 @@
 struct trie_node {
     void *value;
     bool has_value; /* a registered value may itself be NULL */
+    bool slash_end; /* with a value: its prefix ends in '/' (a segment boundary) */
     unsigned short nkids, capkids;
     unsigned char *first;    /* first byte of each child's label */
     struct trie_node **kids; /* same order as first */
@@ -124,6 +125,7 @@ int trie_add(struct trie *t, const char *prefix, size_t len, void *value)
                 return -EEXIST;
             n->value = value;
             n->has_value = true;
+            n->slash_end = len && prefix[len - 1] == '/';
             return 0;
         }
         size_t idx;
@@ -134,6 +136,7 @@ int trie_add(struct trie *t, const char *prefix, size_t len, void *value)
                 return -ENOMEM;
             leaf->value = value;
             leaf->has_value = true;
+            leaf->slash_end = prefix[len - 1] == '/';
             if (node_add_kid(n, leaf) < 0) {
                 free(leaf);
                 return -ENOMEM;
@@ -165,11 +168,12 @@ int trie_add(struct trie *t, const char *prefix, size_t len, void *value)
     }
 }
 
-/* Whether a prefix of path that ends at pos ends at a segment boundary:
- * the whole path, a prefix followed by '/', or a prefix ending in '/'. */
-static inline bool at_boundary(const char *path, size_t len, size_t pos)
+/* Whether n's prefix, which matched path up to pos, ends at a segment
+ * boundary: a prefix ending in '/', the whole path, or a prefix followed
+ * by '/'. */
+static inline bool at_boundary(const struct trie_node *n, const char *path, size_t len, size_t pos)
 {
-    return pos == len || path[pos] == '/' || (pos > 0 && path[pos - 1] == '/');
+    return n->slash_end || pos == len || path[pos] == '/';
 }
 
 static inline void *lookup(const struct trie *t, const char *path, size_t len, size_t *matched,
@@ -180,7 +184,7 @@ static inline void *lookup(const struct trie *t, const char *path, size_t len, s
     size_t pos = 0, best_len = 0;
 
     for (;;) {
-        if (n->has_value && (!segments || at_boundary(path, len, pos))) {
+        if (n->has_value && (!segments || at_boundary(n, path, len, pos))) {
             best = n;
             best_len = pos;
         }

@@ -30,6 +30,15 @@ static void retry_or_abort(struct conn_ctx *ctx, int wait)
         coro_abort(ctx->coro);
 }
 
+/* Answers to earlier pipelined requests must not wait for (or die with) a
+ * later request that is slow to arrive: they leave, then the coroutine
+ * waits. Not inlined, so that conn_read() keeps a small frame. */
+static __attribute__((noinline)) void flush_and_wait_readable(struct conn_ctx *ctx)
+{
+    conn_flush(ctx);
+    wait_for(ctx, CONN_WAIT_READ);
+}
+
 ssize_t conn_read(struct conn_ctx *ctx, bool may_idle)
 {
     for (;;) {
@@ -46,10 +55,7 @@ ssize_t conn_read(struct conn_ctx *ctx, bool may_idle)
             ctx->last_read_full = false;
             if (may_idle)
                 return -EAGAIN;
-            /* answers to earlier pipelined requests must not wait for
-             * (or die with) a later request that is slow to arrive */
-            conn_flush(ctx);
-            wait_for(ctx, CONN_WAIT_READ);
+            flush_and_wait_readable(ctx);
             continue;
         }
         if (errno == EINTR)
@@ -116,16 +122,6 @@ void conn_flush(struct conn_ctx *ctx)
     strbuf_reset(&ctx->out);
 }
 
-void conn_flush_with(struct conn_ctx *ctx, const void *p, size_t len)
-{
-    struct iovec iov[2] = {
-        {.iov_base = ctx->out.buf, .iov_len = ctx->out.len},
-        {.iov_base = (void *)p, .iov_len = len},
-    };
-    conn_writev(ctx, iov, 2);
-    strbuf_reset(&ctx->out);
-}
-
 void conn_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len)
 {
     while (len > 0) {
@@ -156,21 +152,31 @@ static void linger(struct conn_ctx *ctx)
     }
 }
 
+/* What follows run() when there is more to do than going idle: bytes
+ * left in ctx->out leave, and a closing connection may linger. Not
+ * inlined, so the common path of conn_coro_main() stays a few
+ * instructions long. */
+static __attribute__((noinline)) void after_run(struct conn_ctx *ctx, enum conn_verdict v)
+{
+    if (v == CONN_KEEP) {
+        conn_flush(ctx);
+        return;
+    }
+    /* the last answer waits (MSG_MORE) for the FIN that shutdown() or
+     * close() adds, and both leave in one segment */
+    if (ctx->out.len)
+        conn_write_more(ctx, ctx->out.buf, ctx->out.len);
+    strbuf_reset(&ctx->out);
+    if (v == CONN_LINGER || ctx->in_len > ctx->in_pos)
+        linger(ctx);
+}
+
 void conn_coro_main(struct coro *coro, void *arg)
 {
     struct conn_ctx *ctx = arg;
     (void)coro;
     enum conn_verdict v = ctx->worker->cfg->proto->run(ctx);
-    if (v != CONN_KEEP) {
-        /* the last answer waits (MSG_MORE) for the FIN that shutdown() or
-         * close() adds, and both leave in one segment */
-        if (ctx->out.len)
-            conn_write_more(ctx, ctx->out.buf, ctx->out.len);
-        strbuf_reset(&ctx->out);
-        if (v == CONN_LINGER || ctx->in_len > ctx->in_pos)
-            linger(ctx);
-    } else {
-        conn_flush(ctx);
-    }
+    if (v != CONN_KEEP || ctx->out.len)
+        after_run(ctx, v);
     ctx->verdict = (uint8_t)v;
 }

@@ -119,8 +119,17 @@ void conn_write(struct conn_ctx *ctx, const void *p, size_t len);
 void conn_write_more(struct conn_ctx *ctx, const void *p, size_t len);
 /* Sends ctx->out and empties it. */
 void conn_flush(struct conn_ctx *ctx);
-/* Sends ctx->out followed by len bytes at p, in one writev. */
-void conn_flush_with(struct conn_ctx *ctx, const void *p, size_t len);
+/* Sends ctx->out followed by len bytes at p, in one writev. Inline: a
+ * cached file's answer leaves this way. */
+static inline void conn_flush_with(struct conn_ctx *ctx, const void *p, size_t len)
+{
+    struct iovec iov[2] = {
+        {.iov_base = ctx->out.buf, .iov_len = ctx->out.len},
+        {.iov_base = (void *)p, .iov_len = len},
+    };
+    conn_writev(ctx, iov, 2);
+    strbuf_reset(&ctx->out);
+}
 /* sendfile() of len bytes from offset; the header must have gone first. */
 void conn_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len);
 /* Input made progress: the next wait for input gets a fresh request timeout. */
