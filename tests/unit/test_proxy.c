@@ -191,7 +191,8 @@ static size_t v2(unsigned char *buf, unsigned char vercmd, unsigned char fam, co
     buf[13] = fam;
     buf[14] = (unsigned char)(blen >> 8);
     buf[15] = (unsigned char)blen;
-    memcpy(buf + 16, body, blen);
+    if (blen)
+        memcpy(buf + 16, body, blen);
     return 16 + blen;
 }
 
