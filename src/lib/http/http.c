@@ -148,6 +148,8 @@ static enum conn_verdict run(struct conn_ctx *ctx)
     struct http_conn *hc = conn_state(ctx);
     struct http_worker *hw = conn_worker_state(ctx);
     hc->closing = hc->lingering = hc->mid_request = false;
+    if (!http_proxy_step(ctx, hc))
+        return CONN_CLOSE; /* not a word to whoever it is */
 
     for (;;) {
         struct http_head head;
@@ -242,5 +244,6 @@ void http_worker_free(struct http_worker *hw)
     if (!hw)
         return;
     tpl_scratch_free(hw->scratch);
+    free(hw->peers);
     free(hw);
 }

@@ -34,6 +34,10 @@ struct http_config {
     char server_hdr[128]; /* "Server: colibri\r\n", or "" */
     size_t server_hdr_len;
     const struct tpl *error_tpl; /* error_template, or NULL for the built-in pages */
+    /* By listener index (conn_ctx.listener): whether its connections must
+     * begin with a PROXY header (http/proxy.h). NULL: none do. */
+    const bool *proxy_protocol;
+    unsigned n_proxy_protocol;
 };
 
 /* The protocol every connection runs (state: struct http_conn). */

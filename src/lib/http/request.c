@@ -278,7 +278,10 @@ int colibri_req_remote_addr(const struct colibri_request *req, char *buf, size_t
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
-    if (getpeername(req->ctx->fd, (struct sockaddr *)&ss, &sl) < 0)
+    const struct http_conn *hc = req->hc;
+    if (hc->proxied && hc->peer.sa.sa_family != AF_UNSPEC)
+        memcpy(&ss, &hc->peer, sizeof(hc->peer)); /* from the PROXY header */
+    else if (getpeername(req->ctx->fd, (struct sockaddr *)&ss, &sl) < 0)
         return -errno;
     const void *a = ss.ss_family == AF_INET6
                         ? (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr

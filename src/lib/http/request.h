@@ -7,6 +7,7 @@
  * until its handler returned and the answer was written. */
 #pragma once
 
+#include <netinet/in.h>
 #include <time.h>
 
 #include "base/arena.h"
@@ -15,12 +16,25 @@
 #include "http/fields.h"
 #include "http/http.h"
 
+/* A client address from a PROXY header; sa_family AF_UNSPEC for LOCAL or
+ * UNKNOWN (the socket's own peer then stands). */
+union http_addr {
+    struct sockaddr sa;
+    struct sockaddr_in in;
+    struct sockaddr_in6 in6;
+};
+
 /* A worker thread's HTTP state (the runtime's proto_state). */
 struct http_worker {
     const struct http_config *cfg;
     time_t date_time;  /* the second date_hdr shows */
     char date_hdr[48]; /* "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n" */
     struct tpl_scratch *scratch;
+    /* by fd: the PROXY header's address of this worker's connections on a
+     * proxy_protocol listener, kept while they idle without a context
+     * (written by a connection's first run, read by its later ones) */
+    union http_addr *peers;
+    uint32_t n_peers;
 };
 
 /* A connection's HTTP state (the runtime's per-connection slot); its
@@ -34,6 +48,8 @@ struct http_conn {
     bool closing;                /* answer with Connection: close, then close */
     bool lingering;              /* close after draining the client's unread bytes */
     bool mid_request;            /* part of a request is buffered or being read (408 on timeout) */
+    bool proxied;                /* peer holds the client address from a PROXY header */
+    union http_addr peer;
 };
 
 enum body_kind { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };
@@ -98,6 +114,14 @@ int http_body_pump(struct colibri_request *req, bool keep);
 /* Consumes a body nobody read, so the next request is framed right; if
  * that is not possible, the connection closes. */
 void http_skip_body(struct colibri_request *req);
+
+/* --- proxy_step.c --- */
+
+/* On a proxy_protocol listener, the connection's first run reads and
+ * parses the PROXY header, later runs take back its address; either way
+ * hc->proxied and hc->peer are set. False when the connection must close
+ * without an answer (a header malformed, missing or cut short). */
+bool http_proxy_step(struct conn_ctx *ctx, struct http_conn *hc);
 
 /* --- response.c --- */
 

@@ -36,7 +36,8 @@ struct conn {
     uint32_t prev, next;  /* timeout queue links: fds, TQ_NIL for none */
     uint32_t deadline;    /* worker clock, seconds */
     uint16_t flags;
-    uint8_t pad[10]; /* to half a cache line: see the assertion */
+    uint16_t listener; /* the index of the listening socket it came from */
+    uint8_t pad[8];    /* to half a cache line: see the assertion */
 };
 /* Workers take neighbouring fds in pairs, so a pair of entries filling one
  * cache line is never written by two threads. */
@@ -84,7 +85,13 @@ struct conn_ctx {
     bool new_deadline;   /* the next wait for input gets a fresh request timeout */
     uint8_t waiting;     /* enum conn_wait while suspended */
     uint8_t verdict;     /* enum conn_verdict, once run() returned */
-    char *in;            /* request bytes: [in_pos, in_len) not consumed yet */
+    /* for the protocol, which may tell listeners apart (the runtime gives
+     * them no meaning): the index, in the worker's listen_fds, of the
+     * listener that accepted the connection, and whether this run() is the
+     * connection's first (nothing was read from it before) */
+    uint16_t listener;
+    bool fresh;
+    char *in; /* request bytes: [in_pos, in_len) not consumed yet */
     size_t in_pos, in_len, in_cap;
     struct strbuf out; /* response bytes not written yet (pipelining) */
     struct conn_ctx *next_free;

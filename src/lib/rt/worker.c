@@ -16,10 +16,13 @@
 
 #include "base/common.h"
 
-/* epoll_event.data.u64: the fd, plus a tag for the worker's own fds */
-#define EV_LISTEN (1ull << 32)
-#define EV_WAKE   (2ull << 32)
-#define EV_FD(u)  ((int)(uint32_t)(u))
+/* epoll_event.data.u64: the fd, plus a tag for the worker's own fds and,
+ * for a listening socket, its index */
+#define EV_LISTEN       (1ull << 32)
+#define EV_WAKE         (2ull << 32)
+#define EV_FD(u)        ((int)(uint32_t)(u))
+#define EV_LISTENER(u)  ((uint16_t)((u) >> 40))
+#define EV_LISTEN_AT(i) (EV_LISTEN | (uint64_t)(uint16_t)(i) << 40)
 
 /* Pooled contexts above this size are not worth keeping. */
 #define KEEP_BUF_MAX (64 * 1024)
@@ -165,7 +168,7 @@ static void after_resume(struct worker *w, int fd, int r)
 }
 
 /* Bytes arrived on an idle (or brand new) connection. */
-static void conn_start(struct worker *w, int fd)
+static void conn_start(struct worker *w, int fd, bool fresh)
 {
     struct conn *c = &w->conns[fd];
     struct conn_ctx *ctx = ctx_get(w);
@@ -179,6 +182,8 @@ static void conn_start(struct worker *w, int fd)
     ctx->new_deadline = false;
     ctx->waiting = 0;
     ctx->verdict = CONN_KEEP;
+    ctx->listener = c->listener;
+    ctx->fresh = fresh;
     coro_reset(ctx->coro, conn_coro_main, ctx);
     c->ctx = ctx;
     /* the connection stays in the idle queue while its request runs
@@ -194,7 +199,7 @@ static void conn_event(struct worker *w, int fd, uint32_t events)
     struct conn_ctx *ctx = c->ctx;
     if (!ctx) {
         if (events & EPOLLIN)
-            conn_start(w, fd);
+            conn_start(w, fd, false);
         else if (events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP))
             conn_close(w, fd);
         return;
@@ -210,17 +215,18 @@ static void conn_event(struct worker *w, int fd, uint32_t events)
         after_resume(w, fd, coro_resume(ctx->coro));
 }
 
-static void adopt(struct worker *w, int fd)
+static void adopt(struct worker *w, int fd, uint16_t listener)
 {
     if ((uint32_t)fd >= w->max_fds || w->stopping) {
         close(fd);
         return;
     }
-    w->conns[fd] = (struct conn){.prev = TQ_NIL, .next = TQ_NIL, .flags = CONN_OPEN};
+    w->conns[fd] =
+        (struct conn){.prev = TQ_NIL, .next = TQ_NIL, .flags = CONN_OPEN, .listener = listener};
     w->n_conns++;
     /* TCP_DEFER_ACCEPT: the request is usually here already, so read it
      * now; the fd joins epoll only if it has to wait. */
-    conn_start(w, fd);
+    conn_start(w, fd, true);
 }
 
 static void take_handed_fds(struct worker *w)
@@ -229,9 +235,10 @@ static void take_handed_fds(struct worker *w)
     uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     uint32_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
     while (h != t) {
-        int fd = r->fds[h % FD_RING_SIZE];
+        int fd = r->fds[h % FD_RING_SIZE].fd;
+        uint16_t listener = r->fds[h % FD_RING_SIZE].listener;
         atomic_store_explicit(&r->head, ++h, memory_order_release);
-        adopt(w, fd);
+        adopt(w, fd, listener);
     }
 }
 
@@ -261,14 +268,14 @@ static int accept_one(int lfd, int *spare)
     }
 }
 
-static void accept_burst(struct worker *w, int lfd)
+static void accept_burst(struct worker *w, int lfd, uint16_t listener)
 {
     /* level-triggered: take a bounded batch, epoll reports the rest */
     for (int i = 0; i < 128; i++) {
         int fd = accept_one(lfd, &w->spare_fd);
         if (fd < 0)
             return;
-        adopt(w, fd);
+        adopt(w, fd, listener);
     }
 }
 
@@ -282,7 +289,7 @@ void acceptor_run(struct worker *workers, unsigned n, const int *listen_fds, uns
     epoll_ctl(epfd, EPOLL_CTL_ADD, wake_fd, &ev);
     for (unsigned i = 0; i < n_listen; i++) {
         ev = (struct epoll_event){.events = EPOLLIN,
-                                  .data.u64 = EV_LISTEN | (uint32_t)listen_fds[i]};
+                                  .data.u64 = EV_LISTEN_AT(i) | (uint32_t)listen_fds[i]};
         epoll_ctl(epfd, EPOLL_CTL_ADD, listen_fds[i], &ev);
     }
     int spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -305,7 +312,8 @@ void acceptor_run(struct worker *workers, unsigned n, const int *listen_fds, uns
                     close(fd); /* that worker is hopelessly behind */
                     continue;
                 }
-                r->fds[t % FD_RING_SIZE] = fd;
+                r->fds[t % FD_RING_SIZE].fd = fd;
+                r->fds[t % FD_RING_SIZE].listener = EV_LISTENER(events[e].data.u64);
                 atomic_store_explicit(&r->tail, t + 1, memory_order_release);
                 woken[wi] = true;
             }
@@ -391,7 +399,7 @@ void *worker_main(void *arg)
         for (int i = 0; i < n; i++) {
             uint64_t u = events[i].data.u64;
             if (u & EV_LISTEN) {
-                accept_burst(w, EV_FD(u));
+                accept_burst(w, EV_FD(u), EV_LISTENER(u));
             } else if (u & EV_WAKE) {
                 uint64_t v;
                 if (read(w->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
@@ -441,7 +449,7 @@ int worker_init(struct worker *w, const struct worker_cfg *cfg, unsigned idx, st
         return -errno;
     for (unsigned i = 0; i < n_listen; i++) {
         ev = (struct epoll_event){.events = EPOLLIN,
-                                  .data.u64 = EV_LISTEN | (uint32_t)listen_fds[i]};
+                                  .data.u64 = EV_LISTEN_AT(i) | (uint32_t)listen_fds[i]};
         if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, listen_fds[i], &ev) < 0)
             return -errno;
     }

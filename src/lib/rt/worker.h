@@ -37,7 +37,10 @@ struct worker_cfg {
 #define FD_RING_SIZE 4096
 struct fd_ring {
     _Atomic uint32_t head, tail;
-    int fds[FD_RING_SIZE];
+    struct {
+        int fd;
+        uint16_t listener; /* the index of the listening socket */
+    } fds[FD_RING_SIZE];
 };
 
 struct worker {
@@ -64,7 +67,9 @@ struct worker {
     struct fd_ring *ring; /* NULL with per-worker SO_REUSEPORT sockets */
 };
 
-/* Set-up before the thread starts; listen_fds are taken over. 0 or -errno. */
+/* Set-up before the thread starts; listen_fds are taken over. 0 or -errno.
+ * A connection accepted on listen_fds[i] (or handed over from the
+ * acceptor's listen_fds[i]) carries i as its conn_ctx.listener. */
 int worker_init(struct worker *w, const struct worker_cfg *cfg, unsigned idx, struct conn *conns,
                 uint32_t max_fds, int *listen_fds, unsigned n_listen);
 void worker_destroy(struct worker *w);

@@ -9,7 +9,8 @@
 struct listener {
     struct sockaddr_storage addr; /* after the first open: the port really bound */
     socklen_t addr_len;
-    char name[80]; /* as written */
+    char name[80];       /* as written */
+    bool proxy_protocol; /* connections begin with a PROXY header */
 };
 
 /* 0, or -EINVAL with err set. */

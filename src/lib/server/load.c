@@ -55,6 +55,24 @@ static int load_handler(struct colibri_server *srv, const struct config_node *n,
     return 0;
 }
 
+/* "listener ADDR", or "listener ADDR { proxy_protocol = BOOL }" */
+static int load_listener(struct colibri_server *srv, struct config_node *n, char *err,
+                         size_t errlen)
+{
+    char why[256];
+    int r = colibri_server_listen(srv, n->value, why, sizeof(why));
+    if (r)
+        return config_error(n, err, errlen, "%s", why);
+    if (!n->is_section)
+        return 0;
+    struct config_node *o;
+    if ((o = config_take(n, "proxy_protocol")) &&
+        (r = config_bool(o, &srv->listeners[srv->n_listeners - 1].proxy_protocol, err, errlen)))
+        return r;
+    /* anything else in the block: config_check_unused() names it */
+    return 0;
+}
+
 static int load_site(struct colibri_server *srv, struct config_node *site, char *err, size_t errlen)
 {
     struct config_node *n;
@@ -126,12 +144,9 @@ static int load_config(struct colibri_server *srv, struct config *cfg, char *err
     while ((n = config_take(root, "module")))
         if ((r = load_library(srv, n, err, errlen)))
             return r;
-    while ((n = config_take(root, "listener"))) {
-        char why[256];
-        r = colibri_server_listen(srv, n->value, why, sizeof(why));
-        if (r)
-            return config_error(n, err, errlen, "%s", why);
-    }
+    while ((n = config_take(root, "listener")))
+        if ((r = load_listener(srv, n, err, errlen)))
+            return r;
     if ((n = config_take(root, "threads"))) {
         long v;
         if ((r = config_int(n, 0, 1024, &v, err, errlen)))

@@ -81,6 +81,7 @@ void colibri_server_free(struct colibri_server *srv)
     free(srv->handlers);
     free(srv->modules);
     free(srv->listeners);
+    free(srv->proxy_protocol);
     config_free(srv->cfg);
     /* last: handlers, modules and route data may live in these libraries */
     for (unsigned i = srv->n_libs; i-- > 0;)
@@ -210,6 +211,8 @@ int colibri_server_listen(struct colibri_server *srv, const char *addr, char *er
     int r = listener_parse(addr, &l, err, errlen);
     if (r)
         return r;
+    if (srv->n_listeners >= UINT16_MAX) /* connections carry a 16-bit index */
+        return err_set(err, errlen, -E2BIG, NULL, "too many listeners");
     struct listener *n = realloc(srv->listeners, (srv->n_listeners + 1) * sizeof(*n));
     if (!n)
         return err_set(err, errlen, -ENOMEM, NULL, "out of memory");
@@ -270,6 +273,16 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
         goto out_free;
     }
     srv->http.error_tpl = srv->error_tpl;
+    free(srv->proxy_protocol);
+    srv->proxy_protocol = calloc(srv->n_listeners, sizeof(bool));
+    if (!srv->proxy_protocol) {
+        r = err_set(err, errlen, -ENOMEM, NULL, "out of memory");
+        goto out_free;
+    }
+    for (unsigned j = 0; j < srv->n_listeners; j++)
+        srv->proxy_protocol[j] = srv->listeners[j].proxy_protocol;
+    srv->http.proxy_protocol = srv->proxy_protocol;
+    srv->http.n_proxy_protocol = srv->n_listeners;
     /* room for a whole head and the start of a body, in whole pages */
     srv->wcfg.in_cap = (srv->http.limits.max_head + 1024 + 4095) & ~(size_t)4095;
 

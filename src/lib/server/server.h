@@ -38,6 +38,7 @@ struct colibri_server {
     struct worker_cfg wcfg;
     struct http_config http;
     struct tpl *error_tpl; /* owned; http.error_tpl points to it */
+    bool *proxy_protocol;  /* by listener; http.proxy_protocol points to it */
     bool accept_thread;    /* accept = thread: one acceptor deals fds to workers */
     int acceptor_wake;     /* eventfd, acceptor mode only */
     int *acceptor_fds;

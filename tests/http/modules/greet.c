@@ -11,6 +11,7 @@
  *   tally_count how many times tally ran
  *   versioned   a fixed document with an ETag and a Last-Modified,
  *               honouring conditional requests and a single byte range
+ *   remote_addr what colibri_req_remote_addr() says, on a line of its own
  * Module:
  *   shout PREFIX { text = WORDS   repeat = N }   WORDS in capitals, N times
  *
@@ -99,6 +100,18 @@ static int versioned(struct colibri_request *req, struct colibri_response *resp,
     }
 }
 
+static int remote_addr(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    (void)data;
+    char addr[64];
+    int r = colibri_req_remote_addr(req, addr, sizeof(addr));
+    if (r)
+        return 500;
+    colibri_resp_set_type(resp, "text/plain");
+    colibri_resp_printf(resp, "%s\n", addr);
+    return 200;
+}
+
 struct shout {
     size_t len;
     char text[];
@@ -165,6 +178,7 @@ int colibri_module_init(struct colibri_server *srv)
          .needs = COLIBRI_NEED_BODY},
         {.name = "tally_count", .fn = tally_count},
         {.name = "versioned", .fn = versioned},
+        {.name = "remote_addr", .fn = remote_addr},
     };
     static const struct colibri_module shout = {.name = "shout", .from_config = shout_from_config};
     for (size_t i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++) {
