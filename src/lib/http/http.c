@@ -9,6 +9,7 @@
 
 #include "http/request.h"
 #include "http/status.h"
+#include "http/vhost.h"
 #include "route/trie.h"
 #include "rt/worker.h"
 #include "tpl/tpl.h"
@@ -27,13 +28,18 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
         http_allow_header(&hc->hdrs, (1u << COLIBRI_METHOD_COUNT) - 1);
         return 204;
     }
+    /* the site: no host is looked at while there is only the default */
+    const struct trie *routes = req->cfg->routes;
+    if (req->cfg->n_vhosts &&
+        !(routes = http_vhost_find(req->cfg->vhosts, req->cfg->n_vhosts, head->host)) &&
+        !(routes = req->cfg->routes))
+        return 421;
     int r = http_decode_path(req);
     if (r) {
         hc->closing = true; /* a malformed request: never guess at the rest */
         return r;
     }
-    const struct http_route *route =
-        trie_lookup_segments(req->cfg->routes, req->path.p, req->path.len, NULL);
+    const struct http_route *route = trie_lookup_segments(routes, req->path.p, req->path.len, NULL);
     if (!route)
         return 404;
     const struct colibri_handler *h = route->handler;
