@@ -19,6 +19,15 @@
 /* Per-connection buffers above this size are not kept in the pool. */
 #define KEEP_BUF_MAX (64 * 1024)
 
+/* The routes of the site named host, else the default site's (NULL when
+ * there is none). Out of line: one site is the common case. */
+static __attribute__((noinline)) const struct trie *named_site(const struct http_config *cfg,
+                                                               struct view host)
+{
+    const struct trie *t = http_vhost_find(cfg->vhosts, cfg->n_vhosts, host);
+    return t ? t : cfg->routes;
+}
+
 static int dispatch(struct colibri_request *req, struct colibri_response *resp)
 {
     const struct http_head *head = req->head;
@@ -28,17 +37,17 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
         http_allow_header(&hc->hdrs, (1u << COLIBRI_METHOD_COUNT) - 1);
         return 204;
     }
-    /* the site: no host is looked at while there is only the default */
-    const struct trie *routes = req->cfg->routes;
-    if (req->cfg->n_vhosts &&
-        !(routes = http_vhost_find(req->cfg->vhosts, req->cfg->n_vhosts, head->host)) &&
-        !(routes = req->cfg->routes))
-        return 421;
     int r = http_decode_path(req);
     if (r) {
         hc->closing = true; /* a malformed request: never guess at the rest */
         return r;
     }
+    /* the site: while there is only the default site, no host is looked at */
+    const struct trie *routes;
+    if (likely(!req->cfg->n_vhosts))
+        routes = req->cfg->routes;
+    else if (!(routes = named_site(req->cfg, head->host)))
+        return 421; /* no site of that name and no default site */
     const struct http_route *route = trie_lookup_segments(routes, req->path.p, req->path.len, NULL);
     if (!route)
         return 404;
