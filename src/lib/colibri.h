@@ -108,12 +108,15 @@ int colibri_server_route(struct colibri_server *srv, const char *prefix, const c
                          void *data, char *err, size_t errlen);
 /* The same for a handler the caller owns (it must outlive the server);
  * free_data(data) runs when the server is freed, and also here if the
- * route cannot be added. */
+ * route cannot be added. Called from a module's from_config(), it routes
+ * in the site being loaded (a virtual host, or the default site); called
+ * from anywhere else, in the default site. */
 int colibri_server_add_route(struct colibri_server *srv, const char *prefix,
                              const struct colibri_handler *h, void *data, void (*free_data)(void *),
                              char *err, size_t errlen);
-/* Forgets the route at exactly prefix (running its free_data): for a
- * command line that replaces a config's route. 0 or -ENOENT. */
+/* Forgets the default site's route at exactly prefix (running its
+ * free_data): for a command line that replaces a config's route. 0 or
+ * -ENOENT. */
 int colibri_server_remove_route(struct colibri_server *srv, const char *prefix);
 /* Serves the directory root at prefix with the serve_files defaults (the
  * config's "serve_files PREFIX { path = ROOT }"). */

@@ -9,6 +9,7 @@
 
 #include "http/request.h"
 #include "http/status.h"
+#include "http/vhost.h"
 #include "route/trie.h"
 #include "rt/worker.h"
 #include "tpl/tpl.h"
@@ -17,6 +18,15 @@
 #define OUT_FLUSH_AT (64 * 1024)
 /* Per-connection buffers above this size are not kept in the pool. */
 #define KEEP_BUF_MAX (64 * 1024)
+
+/* The routes of the site named host, else the default site's (NULL when
+ * there is none). Out of line: one site is the common case. */
+static __attribute__((noinline)) const struct trie *named_site(const struct http_config *cfg,
+                                                               struct view host)
+{
+    const struct trie *t = http_vhost_find(cfg->vhosts, cfg->n_vhosts, host);
+    return t ? t : cfg->routes;
+}
 
 static int dispatch(struct colibri_request *req, struct colibri_response *resp)
 {
@@ -32,8 +42,13 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
         hc->closing = true; /* a malformed request: never guess at the rest */
         return r;
     }
-    const struct http_route *route =
-        trie_lookup_segments(req->cfg->routes, req->path.p, req->path.len, NULL);
+    /* the site: while there is only the default site, no host is looked at */
+    const struct trie *routes;
+    if (likely(!req->cfg->n_vhosts))
+        routes = req->cfg->routes;
+    else if (!(routes = named_site(req->cfg, head->host)))
+        return 421; /* no site of that name and no default site */
+    const struct http_route *route = trie_lookup_segments(routes, req->path.p, req->path.len, NULL);
     if (!route)
         return 404;
     const struct colibri_handler *h = route->handler;

@@ -16,6 +16,7 @@
 #include "rt/conn.h"
 
 struct trie;
+struct http_vhost;
 struct tpl;
 struct tpl_scratch;
 
@@ -28,7 +29,11 @@ struct http_route {
 };
 
 struct http_config {
-    const struct trie *routes; /* path prefix -> struct http_route */
+    /* the default site's routes (path prefix -> struct http_route); NULL
+     * when there are named sites and no default: an unknown host gets 421 */
+    const struct trie *routes;
+    const struct http_vhost *vhosts; /* the named sites' names (http/vhost.h) */
+    unsigned n_vhosts;               /* 0: every request goes to routes */
     struct http_limits limits;
     size_t max_body;
     char server_hdr[128]; /* "Server: colibri\r\n", or "" */

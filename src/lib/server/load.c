@@ -11,6 +11,7 @@
 
 #include "base/err.h"
 #include "config/config.h"
+#include "route/trie.h"
 #include "server/server.h"
 #include "tpl/tpl.h"
 
@@ -73,7 +74,8 @@ static int load_listener(struct colibri_server *srv, struct config_node *n, char
     return 0;
 }
 
-static int load_site(struct colibri_server *srv, struct config_node *site, char *err, size_t errlen)
+static int load_site_body(struct colibri_server *srv, struct config_node *site, char *err,
+                          size_t errlen)
 {
     struct config_node *n;
     while ((n = config_take_any(site))) {
@@ -97,6 +99,78 @@ static int load_site(struct colibri_server *srv, struct config_node *site, char 
         }
     }
     return 0;
+}
+
+/* One name of "site NAME... { }" for the site whose routes are *routes
+ * (created with the first name). A name may belong to one site only. */
+static int add_vhost(struct colibri_server *srv, const struct config_node *site, const char *word,
+                     struct trie **routes, char *err, size_t errlen)
+{
+    char canon[256];
+    const char *why;
+    int len = http_vhost_canon(word, canon, sizeof(canon), &why);
+    if (len < 0)
+        return config_error(site, err, errlen, "bad host name '%s': %s", word, why);
+    for (unsigned i = 0; i < srv->n_vhosts; i++)
+        if (!strcmp(srv->vhosts[i].name, canon))
+            return config_error(site, err, errlen, "'%s' is already a name of the site at line %d",
+                                word, srv->vhost_lines[i]);
+    if (!*routes) {
+        struct trie **sr = realloc(srv->site_routes, (srv->n_sites + 1) * sizeof(*sr));
+        if (!sr)
+            return config_error(site, err, errlen, "out of memory");
+        srv->site_routes = sr;
+        if (!(sr[srv->n_sites] = trie_new()))
+            return config_error(site, err, errlen, "out of memory");
+        *routes = sr[srv->n_sites++];
+    }
+    struct http_vhost *v = realloc(srv->vhosts, (srv->n_vhosts + 1) * sizeof(*v));
+    if (v)
+        srv->vhosts = v;
+    int *lines = v ? realloc(srv->vhost_lines, (srv->n_vhosts + 1) * sizeof(*lines)) : NULL;
+    if (lines)
+        srv->vhost_lines = lines;
+    char *name = lines ? strdup(canon) : NULL;
+    if (!name)
+        return config_error(site, err, errlen, "out of memory");
+    srv->vhosts[srv->n_vhosts] =
+        (struct http_vhost){.name = name, .len = (size_t)len, .routes = *routes};
+    srv->vhost_lines[srv->n_vhosts++] = site->line;
+    return 0;
+}
+
+/* "site NAME... { ... }": a virtual host, chosen by the request's host,
+ * with routes of its own; "site { ... }" is the default site, for every
+ * other host. Several "site { }" blocks make one default site (a prefix
+ * routed twice is still an error). Routes that modules add while a named
+ * site loads go to that site (srv->loading). */
+static int load_site(struct colibri_server *srv, struct config_node *site, char *err, size_t errlen)
+{
+    if (!site->is_section)
+        return config_error(site, err, errlen, "site must be a section: site [NAME...] { ... }");
+    struct trie *routes = NULL;
+    for (const char *p = site->value; *p;) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        size_t n = strcspn(p, " \t");
+        if (!n)
+            break;
+        char word[300];
+        if (n >= sizeof(word))
+            return config_error(site, err, errlen, "bad host name '%.40s...': too long", p);
+        memcpy(word, p, n);
+        word[n] = '\0';
+        int r = add_vhost(srv, site, word, &routes, err, errlen);
+        if (r)
+            return r;
+        p += n;
+    }
+    if (!routes)
+        srv->has_default = true;
+    srv->loading = routes;
+    int r = load_site_body(srv, site, err, errlen);
+    srv->loading = NULL;
+    return r;
 }
 
 /* "module FILE": a shared library whose colibri_module_init() registers
@@ -195,12 +269,9 @@ static int load_config(struct colibri_server *srv, struct config *cfg, char *err
         else
             return config_error(n, err, errlen, "expected 'reuseport' or 'thread'");
     }
-    while ((n = config_take(root, "site"))) {
-        if (!n->is_section)
-            return config_error(n, err, errlen, "site must be a section: site { ... }");
+    while ((n = config_take(root, "site")))
         if ((r = load_site(srv, n, err, errlen)))
             return r;
-    }
     return config_check_unused(cfg, err, errlen);
 }
 

@@ -77,6 +77,13 @@ void colibri_server_free(struct colibri_server *srv)
         free(r);
     }
     trie_free(srv->routes);
+    for (unsigned i = 0; i < srv->n_sites; i++)
+        trie_free(srv->site_routes[i]);
+    free(srv->site_routes);
+    for (unsigned i = 0; i < srv->n_vhosts; i++)
+        free((char *)srv->vhosts[i].name);
+    free(srv->vhosts);
+    free(srv->vhost_lines);
     tpl_free(srv->error_tpl);
     free(srv->handlers);
     free(srv->modules);
@@ -145,10 +152,12 @@ int colibri_server_add_route(struct colibri_server *srv, const char *prefix,
                     prefix ? prefix : "");
         goto out_free;
     }
+    /* the site being loaded; outside config loading, the default site */
+    struct trie *t = srv->loading ? srv->loading : srv->routes;
     struct http_route *r =
         ALLOC_INIT(struct http_route,
                    {.handler = h, .data = data, .free_data = free_data, .next = srv->route_list});
-    if (!r || (e = trie_add(srv->routes, prefix, strlen(prefix), r)) < 0) {
+    if (!r || (e = trie_add(t, prefix, strlen(prefix), r)) < 0) {
         free(r);
         if (e == -EEXIST)
             err_set(err, errlen, e, NULL, "prefix '%s' is already routed", prefix);
@@ -157,6 +166,8 @@ int colibri_server_add_route(struct colibri_server *srv, const char *prefix,
         goto out_free;
     }
     srv->route_list = r;
+    if (!srv->loading)
+        srv->has_default = true;
     return 0;
 
 out_free:
@@ -283,6 +294,11 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
         srv->proxy_protocol[j] = srv->listeners[j].proxy_protocol;
     srv->http.proxy_protocol = srv->proxy_protocol;
     srv->http.n_proxy_protocol = srv->n_listeners;
+    /* without named sites, everything goes to the default site (routes or
+     * not); with them, an unknown host gets 421 unless there is a default */
+    srv->http.routes = srv->n_vhosts && !srv->has_default ? NULL : srv->routes;
+    srv->http.vhosts = srv->vhosts;
+    srv->http.n_vhosts = srv->n_vhosts;
     /* room for a whole head and the start of a body, in whole pages */
     srv->wcfg.in_cap = (srv->http.limits.max_head + 1024 + 4095) & ~(size_t)4095;
 

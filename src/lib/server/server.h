@@ -12,6 +12,7 @@
 
 #include "colibri.h"
 #include "http/http.h"
+#include "http/vhost.h"
 #include "rt/worker.h"
 #include "server/listen.h"
 
@@ -27,8 +28,17 @@ struct colibri_server {
     struct http_worker **http_workers; /* one per worker */
     struct conn *conns;
     uint32_t max_fds;
-    struct trie *routes;
+    struct trie *routes; /* the default site's */
     struct http_route *route_list;
+    /* named sites (virtual hosts): one trie per "site NAME... { }" block,
+     * and every name with the trie of its block and the line naming it */
+    struct trie **site_routes;
+    unsigned n_sites;
+    struct http_vhost *vhosts; /* names owned */
+    int *vhost_lines;
+    unsigned n_vhosts;
+    struct trie *loading; /* the named site being loaded: add_route's target (NULL: default) */
+    bool has_default;     /* a "site { }", or a route added to the default site */
     struct colibri_handler *handlers;
     unsigned n_handlers;
     struct colibri_module *modules;
