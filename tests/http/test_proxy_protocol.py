@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import free_port
+
 from rawhttp import Closed, RawConn
 from test_config_errors import check, run_config
 from test_modules import greet_so, spawn  # noqa: F401 (fixtures)
@@ -62,7 +62,9 @@ def srv(request, tmp_path, spawn, greet_so):  # noqa: F811
 
 
 def start(tmp_path, spawn, greet_so, accept="reuseport", threads=2, extra=""):  # noqa: F811
-    proxy, plain = free_port(), free_port()
+    # port 0, read back from the "listening on" lines (in listener order):
+    # a port picked free beforehand can be taken before colibri binds it
+    proxy = plain = 0
     conf = tmp_path / "proxy.conf"
     conf.write_text(
         "module %s\n"
@@ -78,7 +80,8 @@ def start(tmp_path, spawn, greet_so, accept="reuseport", threads=2, extra=""):  
         "    handler /echo echo\n"
         "}\n" % (greet_so, proxy, plain, threads, accept, extra)
     )
-    spawn(conf, tmp_path, listeners=2)
+    _, urls, _ = spawn(conf, tmp_path, listeners=2)
+    proxy, plain = (int(u.rsplit(":", 1)[1]) for u in urls[:2])
     return Ports(proxy, plain)
 
 
@@ -264,13 +267,13 @@ def test_plain_listener_is_unchanged(srv):
 
 
 def test_proxy_protocol_false_is_a_plain_listener(tmp_path, spawn, greet_so):  # noqa: F811
-    port = free_port()
     conf = tmp_path / "off.conf"
     conf.write_text(
-        "module %s\nlistener 127.0.0.1:%d {\n    proxy_protocol = false\n}\n"
-        "site {\n    handler /addr remote_addr\n}\n" % (greet_so, port)
+        "module %s\nlistener 127.0.0.1:0 {\n    proxy_protocol = false\n}\n"
+        "site {\n    handler /addr remote_addr\n}\n" % greet_so
     )
-    spawn(conf, tmp_path)
+    _, urls, _ = spawn(conf, tmp_path)
+    port = int(urls[0].rsplit(":", 1)[1])
     with RawConn("127.0.0.1", port, 5) as c:
         c.send(get())
         assert c.read_response().body == b"127.0.0.1\n"
@@ -280,7 +283,7 @@ def test_proxy_protocol_false_is_a_plain_listener(tmp_path, spawn, greet_so):  #
 
 
 def listener_block(*lines):
-    return "listener 127.0.0.1:%d {\n%s}\n" % (free_port(), "".join("    %s\n" % l for l in lines))
+    return "listener 127.0.0.1:0 {\n%s}\n" % ("".join("    %s\n" % l for l in lines))
 
 
 def test_config_bad_value(tmp_path):

@@ -162,8 +162,9 @@ static enum conn_verdict run(struct conn_ctx *ctx)
 {
     struct http_conn *hc = conn_state(ctx);
     struct http_worker *hw = conn_worker_state(ctx);
-    hc->closing = hc->lingering = hc->mid_request = false;
-    if (!http_proxy_step(ctx, hc))
+    hc->closing = hc->lingering = hc->mid_request = hc->proxied = false;
+    /* the table exists only when some listener wants PROXY headers */
+    if (unlikely(hw->cfg->proxy_protocol != NULL) && !http_proxy_step(ctx, hc))
         return CONN_CLOSE; /* not a word to whoever it is */
 
     for (;;) {

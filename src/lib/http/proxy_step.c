@@ -29,7 +29,6 @@ bool http_proxy_step(struct conn_ctx *ctx, struct http_conn *hc)
 {
     struct http_worker *hw = conn_worker_state(ctx);
     const struct http_config *cfg = hw->cfg;
-    hc->proxied = false;
     if (!cfg->proxy_protocol || ctx->listener >= cfg->n_proxy_protocol ||
         !cfg->proxy_protocol[ctx->listener])
         return true;

@@ -290,9 +290,11 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
         r = err_set(err, errlen, -ENOMEM, NULL, "out of memory");
         goto out_free;
     }
+    bool any_proxy = false;
     for (unsigned j = 0; j < srv->n_listeners; j++)
-        srv->proxy_protocol[j] = srv->listeners[j].proxy_protocol;
-    srv->http.proxy_protocol = srv->proxy_protocol;
+        any_proxy |= srv->proxy_protocol[j] = srv->listeners[j].proxy_protocol;
+    /* NULL: no listener wants PROXY headers, and run() need not ask */
+    srv->http.proxy_protocol = any_proxy ? srv->proxy_protocol : NULL;
     srv->http.n_proxy_protocol = srv->n_listeners;
     /* without named sites, everything goes to the default site (routes or
      * not); with them, an unknown host gets 421 unless there is a default */
