@@ -124,6 +124,30 @@ def test_options_asterisk_204(server):
     assert nxt.status == 200
 
 
+def options_asterisk_allow(server):
+    with server.conn() as c:
+        c.send(b"OPTIONS * HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        resp = c.read_response()
+    assert resp.status == 204
+    return allow_set(resp)
+
+
+def test_options_asterisk_lists_only_what_some_route_answers(server):
+    # the default site: hello_world (GET), echo (everything but TRACE) and
+    # serve_files (GET): no route answers TRACE, so it is not advertised
+    assert options_asterisk_allow(server) == {"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"}
+
+
+def test_options_asterisk_with_get_only_routes(make_server):
+    s = make_server(site="site {\n    handler /hello hello_world\n}\n")
+    assert options_asterisk_allow(s) == {"GET", "HEAD", "OPTIONS"}
+
+
+def test_options_asterisk_without_routes(make_server):
+    s = make_server(site="")
+    assert options_asterisk_allow(s) == {"OPTIONS"}
+
+
 # ---- echo ------------------------------------------------------------------
 
 

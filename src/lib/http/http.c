@@ -34,7 +34,7 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
     struct http_conn *hc = req->hc;
 
     if (head->flags & HTTP_F_ASTERISK) { /* OPTIONS * */
-        http_allow_header(&hc->hdrs, (1u << COLIBRI_METHOD_COUNT) - 1);
+        http_allow_header(&hc->hdrs, req->cfg->methods | COLIBRI_M(COLIBRI_OPTIONS));
         return 204;
     }
     int r = http_decode_path(req);

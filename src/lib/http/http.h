@@ -39,11 +39,22 @@ struct http_config {
     char server_hdr[128]; /* "Server: colibri\r\n", or "" */
     size_t server_hdr_len;
     const struct tpl *error_tpl; /* error_template, or NULL for the built-in pages */
+    unsigned methods;            /* what some route answers: OPTIONS * lists these */
     /* By listener index (conn_ctx.listener): whether its connections must
      * begin with a PROXY header (http/proxy.h). NULL: none do. */
     const bool *proxy_protocol;
     unsigned n_proxy_protocol;
 };
+
+/* The methods a handler answers: its own (GET when it names none), HEAD
+ * wherever GET is, and OPTIONS, which the server answers itself. */
+static inline unsigned http_handler_methods(const struct colibri_handler *h)
+{
+    unsigned m = h->methods ? h->methods : COLIBRI_M(COLIBRI_GET);
+    if (m & COLIBRI_M(COLIBRI_GET))
+        m |= COLIBRI_M(COLIBRI_HEAD);
+    return m | COLIBRI_M(COLIBRI_OPTIONS);
+}
 
 /* The protocol every connection runs (state: struct http_conn). */
 extern const struct conn_proto http_proto;

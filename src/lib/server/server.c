@@ -301,6 +301,9 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
     srv->http.routes = srv->n_vhosts && !srv->has_default ? NULL : srv->routes;
     srv->http.vhosts = srv->vhosts;
     srv->http.n_vhosts = srv->n_vhosts;
+    srv->http.methods = 0;
+    for (const struct http_route *rt = srv->route_list; rt; rt = rt->next)
+        srv->http.methods |= http_handler_methods(rt->handler);
     /* room for a whole head and the start of a body, in whole pages */
     srv->wcfg.in_cap = (srv->http.limits.max_head + 1024 + 4095) & ~(size_t)4095;
 
