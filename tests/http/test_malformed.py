@@ -1,6 +1,8 @@
 """Malformed requests (RFC 9112, strict): each gets the expected status and
 the connection is closed afterwards -- the parser never guesses."""
 
+import time
+
 import pytest
 
 from rawhttp import request
@@ -161,6 +163,42 @@ def test_garbage_binary(server):
         r = c.read_response()
         assert r.status in (400, 501)
         assert c.wait_closed(2.0)
+
+
+# A TLS 1.2 ClientHello's first bytes (record header, handshake header,
+# version, the start of the random): no line feed in sight.
+TLS_HELLO = bytes.fromhex("160301020001000 1fc0303".replace(" ", "")) + bytes(range(32, 96))
+
+
+@pytest.mark.parametrize(
+    "raw,expected",
+    [
+        pytest.param(TLS_HELLO, 400, id="tls-client-hello"),
+        pytest.param(bytes(range(0, 10)) + bytes(range(11, 200)), 400, id="binary-noise"),
+        pytest.param(b"get\x00\x01\x02", 400, id="lowercase-then-noise"),
+        # the HTTP/2 preface: its request line names a version we do not speak
+        pytest.param(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505, id="http2-preface"),
+    ],
+)
+def test_not_http_is_answered_at_once(server, raw, expected):
+    """Bytes that cannot start an HTTP/1.x request are answered and closed
+    at once, without a line feed and long before request_timeout (10 s)."""
+    t0 = time.monotonic()
+    with server.conn(timeout=5.0) as c:
+        c.send(raw)
+        r = c.read_response()
+        assert r.status == expected, r
+        assert c.wait_closed(2.0)
+    assert time.monotonic() - t0 < 2.0
+
+
+def test_trickled_request_still_works(server):
+    """The first bytes are looked at at once; the rest of a head trickled
+    byte by byte is still answered when it completes."""
+    with server.conn() as c:
+        for b in request("GET", "/hello?name=slow"):
+            c.send(bytes([b]))
+        assert c.read_response().body == b"Hello, slow!"
 
 
 def test_client_close_mid_request_does_not_hurt(server):

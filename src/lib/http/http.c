@@ -154,7 +154,11 @@ static ssize_t next_head(struct conn_ctx *ctx, struct http_conn *hc,
          * it, so a head trickled in tiny pieces is not rescanned from its
          * start for every piece (the size limit is still checked). */
         parse = memchr(ctx->in + ctx->in_len - n, '\n', (size_t)n) ||
-                ctx->in_len - ctx->in_pos > limits->max_head;
+                ctx->in_len - ctx->in_pos > limits->max_head ||
+                /* the first bytes of a request are always looked at: what
+                 * cannot start one (a TLS hello, noise) is answered now,
+                 * not when the request timeout runs out */
+                ctx->in_len - (size_t)n == ctx->in_pos;
     }
 }
 
