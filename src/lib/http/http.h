@@ -34,6 +34,7 @@ struct http_config {
     char server_hdr[128]; /* "Server: colibri\r\n", or "" */
     size_t server_hdr_len;
     const struct tpl *error_tpl; /* error_template, or NULL for the built-in pages */
+    int access_log_fd;           /* O_APPEND, or -1: no access log */
 };
 
 /* The protocol every connection runs (state: struct http_conn). */
@@ -42,6 +43,9 @@ extern const struct conn_proto http_proto;
 /* A worker's HTTP slot; NULL when out of memory. */
 struct http_worker *http_worker_new(const struct http_config *cfg);
 void http_worker_free(struct http_worker *hw);
+/* Writes the access log lines the worker buffered: at shutdown, after its
+ * thread ended. */
+void http_worker_flush_log(struct http_worker *hw);
 
 /* What an error_template sees: {{status}}, {{reason}}, {{method}}, {{path}}. */
 extern const struct tpl_desc http_error_desc;

@@ -21,6 +21,11 @@ struct http_worker {
     time_t date_time;  /* the second date_hdr shows */
     char date_hdr[48]; /* "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n" */
     struct tpl_scratch *scratch;
+    struct strbuf log;  /* access log lines not written yet */
+    uint32_t log_lines; /* how many */
+    time_t log_time;    /* the second log_date shows */
+    char log_date[40];  /* "22/Nov/2026:13:40:00 +0000" */
+    size_t log_date_len;
 };
 
 /* A connection's HTTP state (the runtime's per-connection slot); its
@@ -62,7 +67,9 @@ struct colibri_response {
     bool head_only;
     bool streaming;
     bool chunked;
-    bool sent; /* the response went out already (sendfile, static) */
+    bool sent;           /* the response went out already (sendfile, static) */
+    int final_status;    /* the status that went out (for the access log) */
+    uint64_t body_bytes; /* body bytes sent (for the access log) */
 };
 
 /* --- request.c --- */
