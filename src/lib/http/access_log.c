@@ -91,9 +91,10 @@ void http_access_log(struct colibri_request *req, struct colibri_response *resp)
         has_ua = http_header_find(head->headers, "user-agent", 10, &ua);
     }
     const char *date = log_date(hw, conn_wall_time(req->ctx));
-    size_t max = INET6_ADDRSTRLEN + 8 + hw->log_date_len + 4 +
-                 4 * (head->method_str.len + head->target.len) + 16 + 2 * U64_STR_MAX +
-                 4 * (ref.len + ua.len) + 16;
+    size_t max =
+        INET6_ADDRSTRLEN + 8 + hw->log_date_len + 4 +
+        4 * (head->method_str.len + head->target.len + (head->method_str.len ? 0 : req->head_len)) +
+        16 + 2 * U64_STR_MAX + 4 * (ref.len + ua.len) + 16;
     if (strbuf_reserve(b, max) < 0) {
         atomic_fetch_add(&dropped, 1);
         return;
@@ -113,6 +114,8 @@ void http_access_log(struct colibri_request *req, struct colibri_response *resp)
         memcpy(p, " HTTP/1.", 8);
         p += 8;
         *p++ = (char)('0' + head->version_minor);
+    } else if (req->head_len) { /* refused by the parser: its bytes as they came */
+        p = put_escaped(p, (struct view){.p = req->head_at, .len = req->head_len});
     } else {
         *p++ = '-';
     }

@@ -7,7 +7,8 @@
  * every byte below 0x20, from 0x7f, '"' and '\' written as \xHH (as nginx
  * does), so no client can end a line or a field. BYTES is the body bytes
  * sent ($body_bytes_sent): 0 for HEAD, 304 and 204. A request the parser
- * refused is logged with "-" as its request line.
+ * refused is logged with its first line as it came (escaped, at most 2 KiB),
+ * or "-" when there was none.
  *
  * The buffer is written with one write() (the fd has O_APPEND, so lines of
  * different workers never interleave) when it holds ACCESS_LOG_FLUSH_AT

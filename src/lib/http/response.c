@@ -153,6 +153,14 @@ void http_send_error(struct conn_ctx *ctx, int status)
     struct http_worker *hw = conn_worker_state(ctx);
     struct http_head none = {.version_minor = 1};
     struct colibri_request req = {.ctx = ctx, .hc = hc, .hw = hw, .cfg = hw->cfg, .head = &none};
+    /* for the access log: the start of what was refused, up to its first line end */
+    const char *raw = ctx->in + ctx->in_pos;
+    size_t raw_len = MIN(ctx->in_len - ctx->in_pos, 2048);
+    const char *eol = memchr(raw, '\n', raw_len);
+    req.head_at = raw;
+    req.head_len = eol ? (size_t)(eol - raw) : raw_len;
+    if (req.head_len && raw[req.head_len - 1] == '\r')
+        req.head_len--;
     struct colibri_response resp = {.req = &req};
     hc->closing = hc->lingering = true;
     strbuf_reset(&hc->body);

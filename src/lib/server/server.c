@@ -335,6 +335,8 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
         listener_url(&srv->listeners[j], url, sizeof(url));
         log_msg(LOG_INFO, "listening on %s", url);
     }
+    log_msg(LOG_DEBUG, "%u worker threads (%s), room for %u file descriptors", n,
+            srv->accept_thread ? "accept = thread" : "accept = reuseport", srv->max_fds);
     if (srv->logs.access_path)
         log_msg(LOG_DEBUG, "access log: %s", srv->logs.access_path);
 
