@@ -23,12 +23,17 @@ uint64_t http_access_log_dropped(void)
 
 static const char hex[] = "0123456789ABCDEF";
 
+/* The bytes written as \xHH: controls, DEL and above, '"' and '\\'. */
+static const bool esc[256] = {
+    [0 ... 0x1f] = true, ['"'] = true, ['\\'] = true, [0x7f ... 0xff] = true};
+
 /* Appends v escaped; p has room for 4 * v.len bytes. */
 static char *put_escaped(char *p, struct view v)
 {
+    const unsigned char *s = (const unsigned char *)v.p;
     for (size_t i = 0; i < v.len; i++) {
-        unsigned char c = (unsigned char)v.p[i];
-        if (likely(c >= 0x20 && c < 0x7f && c != '"' && c != '\\')) {
+        unsigned char c = s[i];
+        if (likely(!esc[c])) {
             *p++ = (char)c;
         } else {
             *p++ = '\\';
@@ -51,19 +56,61 @@ static char *put_field(char *p, struct view v, bool found)
     return p;
 }
 
-static char *put_addr(char *p, const struct conn_peer *peer)
+/* The client's address as text; the worker keeps the last one, since a
+ * keep-alive client sends many requests in a row. */
+static char *put_addr(char *p, struct http_worker *hw, const struct conn_peer *peer)
 {
-    if (peer->family == AF_INET) {
-        for (int i = 0; i < 4; i++) {
-            p += u64_to_str(peer->addr[i], p);
-            *p++ = '.';
+    if (memcmp(&hw->log_peer, peer, sizeof(*peer))) {
+        char *a = hw->log_peer_str;
+        if (peer->family == AF_INET) {
+            for (int i = 0; i < 4; i++) {
+                a += u64_to_str(peer->addr[i], a);
+                *a++ = '.';
+            }
+            a--;
+        } else if (peer->family == AF_INET6 &&
+                   inet_ntop(AF_INET6, peer->addr, a, INET6_ADDRSTRLEN)) {
+            a += strlen(a);
+        } else {
+            *a++ = '-';
         }
-        return p - 1;
+        hw->log_peer_len = (size_t)(a - hw->log_peer_str);
+        hw->log_peer = *peer;
     }
-    if (peer->family == AF_INET6 && inet_ntop(AF_INET6, peer->addr, p, INET6_ADDRSTRLEN))
-        return p + strlen(p);
-    *p++ = '-';
-    return p;
+    memcpy(p, hw->log_peer_str, hw->log_peer_len);
+    return p + hw->log_peer_len;
+}
+
+/* The value of a field line from just after its colon to the line's end. */
+static struct view field_value(const char *v, const char *end)
+{
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    return (struct view){.p = v, .len = (size_t)(end - v)};
+}
+
+/* Referer and User-Agent in one pass over the validated field lines. */
+static void find_fields(struct view h, struct view *ref, bool *has_ref, struct view *ua,
+                        bool *has_ua)
+{
+    const char *p = h.p, *end = h.p + h.len;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        char c = (char)(*p | 0x20);
+        if (c == 'r' && le - p > 8 && mem_case_eq(p, "referer:", 8)) {
+            *ref = field_value(p + 8, le);
+            *has_ref = true;
+        } else if (c == 'u' && le - p > 11 && mem_case_eq(p, "user-agent:", 11)) {
+            *ua = field_value(p + 11, le);
+            *has_ua = true;
+        }
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
 }
 
 /* "22/Nov/2026:13:40:00 +0000" for the worker's second, made once a second. */
@@ -86,21 +133,19 @@ void http_access_log(struct colibri_request *req, struct colibri_response *resp)
     const struct http_head *head = req->head;
     struct view ref = {0}, ua = {0};
     bool has_ref = false, has_ua = false;
-    if (head->headers.len) {
-        has_ref = http_header_find(head->headers, "referer", 7, &ref);
-        has_ua = http_header_find(head->headers, "user-agent", 10, &ua);
-    }
+    if (head->headers.len)
+        find_fields(head->headers, &ref, &has_ref, &ua, &has_ua);
     const char *date = log_date(hw, conn_wall_time(req->ctx));
     size_t max =
         INET6_ADDRSTRLEN + 8 + hw->log_date_len + 4 +
         4 * (head->method_str.len + head->target.len + (head->method_str.len ? 0 : req->head_len)) +
         16 + 2 * U64_STR_MAX + 4 * (ref.len + ua.len) + 16;
-    if (strbuf_reserve(b, max) < 0) {
+    if (b->cap - b->len < max && strbuf_reserve(b, max) < 0) {
         atomic_fetch_add(&dropped, 1);
         return;
     }
     char *p = b->buf + b->len;
-    p = put_addr(p, conn_peer_of(req->ctx));
+    p = put_addr(p, hw, conn_peer_of(req->ctx));
     memcpy(p, " - - [", 6);
     p += 6;
     memcpy(p, date, hw->log_date_len);
@@ -121,7 +166,10 @@ void http_access_log(struct colibri_request *req, struct colibri_response *resp)
     }
     *p++ = '"';
     *p++ = ' ';
-    p += u64_to_str((uint64_t)resp->final_status, p);
+    unsigned st = (unsigned)resp->final_status; /* 100-599 */
+    *p++ = (char)('0' + st / 100);
+    *p++ = (char)('0' + st / 10 % 10);
+    *p++ = (char)('0' + st % 10);
     *p++ = ' ';
     p += u64_to_str(resp->body_bytes, p);
     *p++ = ' ';
