@@ -22,6 +22,8 @@
 # figure can move by 1-2 instructions per request between runs at N = 2000.
 #
 # Environment: N (default 2000), BUILD or COLIBRI as for run.sh, TOP (15),
+# BENCH_CONF_EXTRA (config lines added, @TMP@ = the scratch dir: e.g.
+# 'access_log = @TMP@/access.log' to count the access log's cost),
 # KEEP_TMP=1 keeps the callgrind.out files for callgrind_annotate/kcachegrind.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -61,7 +63,7 @@ profiled 0 0
 for kind in $KINDS; do
     profiled "$kind" "$N"
 done
-echo "Command: $COLIBRI_CMD  (threads = 1, cache_for = 1h)"
+echo "Command: $COLIBRI_CMD  (threads = 1, cache_for = 1h${BENCH_CONF_EXTRA:+; plus: $BENCH_CONF_EXTRA})"
 echo "         driven by python3 bench/benchlib.py drive PORT ROOT N PATH: one connection,"
 echo "         a warm-up GET of /hello, /4k.bin, /1m.bin, then N = $N GETs of PATH"
 echo "         (/hello, /4k.bin, /1m.bin: one run each), and a run with N = 0"

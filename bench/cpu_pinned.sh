@@ -14,7 +14,10 @@
 # ~600k requests resolves the user time to a few per cent.
 #
 # Environment: BASE (required: the other colibri binary), BUILD or COLIBRI
-# as for run.sh, ROUNDS (5), DURATION (5s), SERVER_CPU (0), WRK_CPU (1).
+# as for run.sh, ROUNDS (5), DURATION (5s), SERVER_CPU (0), WRK_CPU (1);
+# THIS_CONF_EXTRA: config lines for "this" server only (@TMP@ = the scratch
+# dir), so one binary can be measured against itself with a setting on:
+#   BASE=build/colibri THIS_CONF_EXTRA='access_log = @TMP@/access.log' bench/cpu_pinned.sh
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -28,7 +31,7 @@ bench_need wrk taskset python3
 bench_setup
 
 read -r aport bport <<<"$($PY ports 2)"
-bench_start_colibri 1 "$aport" taskset -c "$SERVER_CPU"
+BENCH_CONF_EXTRA=${THIS_CONF_EXTRA:-} bench_start_colibri 1 "$aport" taskset -c "$SERVER_CPU"
 apid=$COLIBRI_PID
 acmd=$COLIBRI_CMD
 this=$COLIBRI
@@ -89,7 +92,7 @@ for ((i = 1; i <= ROUNDS; i++)); do
 done
 
 echo
-echo "this: $acmd"
+echo "this: $acmd${THIS_CONF_EXTRA:+  (config plus: $THIS_CONF_EXTRA)}"
 echo "base: $bcmd"
 echo "wrk: taskset -c $WRK_CPU wrk -t1 -c64 -d$DURATION http://127.0.0.1:PORT/hello"
 python3 - "$results" <<'EOF'

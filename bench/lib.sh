@@ -92,6 +92,11 @@ bench_colibri_conf() {
     local f=$BENCH_TMP/colibri-$2.conf
     $PY render "$BENCH_DIR/colibri.conf.in" "$f" THREADS="$1" PORT="$2" ROOT="$BENCH_ROOT" \
         ACCEPT="${ACCEPT:-reuseport}" CACHE_FOR="${BENCH_CACHE_FOR:-5s}"
+    # BENCH_CONF_EXTRA: more top-level lines, @TMP@ = the scratch dir
+    # (e.g. BENCH_CONF_EXTRA='access_log = @TMP@/access.log')
+    if [ -n "${BENCH_CONF_EXTRA:-}" ]; then
+        printf '%s\n' "${BENCH_CONF_EXTRA//@TMP@/$BENCH_TMP}" >>"$f"
+    fi
     echo "$f"
 }
 

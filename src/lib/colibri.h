@@ -131,6 +131,10 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen);
 /* Graceful stop: no new connections, requests in flight finish, idle
  * connections close. Async-signal-safe. */
 void colibri_server_shutdown(struct colibri_server *srv);
+/* Reopens the access and error log files at their paths (log rotation:
+ * rename the files, then call this). Async-signal-safe: it only wakes the
+ * server's log thread; a no-op while the server is not running. */
+void colibri_server_reopen_logs(struct colibri_server *srv);
 
 /* --- modules ------------------------------------------------------------ */
 

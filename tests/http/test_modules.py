@@ -92,7 +92,7 @@ def spawn(tmp_path):
         deadline = time.monotonic() + 5
         while True:
             text = errp.read_text(errors="replace")
-            urls = re.findall(r"^colibri: listening on (\S+)$", text, re.M)
+            urls = re.findall(r"\] listening on (\S+)$", text, re.M)
             if len(urls) >= listeners:
                 return p, urls, errp
             if p.poll() is not None:
@@ -667,7 +667,7 @@ def test_startup_prints_one_listening_line_per_listener(tmp_path, spawn, accept)
             with RawConn("127.0.0.1", port) as c:
                 c.send(request("GET", "/hello"))
                 assert c.read_response().body == b"Hello, World!"
-    lines = re.findall(r"^colibri: listening on .*$", errp.read_text(), re.M)
+    lines = re.findall(r"^.*\] listening on .*$", errp.read_text(), re.M)
     assert len(lines) == 2, lines
 
 
@@ -681,7 +681,7 @@ def test_root_flag_replaces_the_configs_root(make_server, tmp_path):
     assert one(s, "/").body == b"<p>other index</p>\n"
     assert one(s, "/file.txt").status == 404  # wwwroot's, no longer served
     assert one(s, "/hello").body == b"Hello, World!"  # the config's other routes stay
-    assert "colibri: listening on" in s.stderr()
+    assert "listening on http://" in s.stderr()
     assert "error" not in s.stderr().lower()
 
 

@@ -304,3 +304,30 @@ def test_config_duplicate_key(tmp_path):
 def test_config_bad_address_in_a_block(tmp_path):
     conf, p = run_config(tmp_path, "listener 127.0.0.1:99999 {\n    proxy_protocol = true\n}\n")
     check(p, conf, 1, "listener")
+
+
+# ---- the access log -------------------------------------------------------------
+
+
+def test_access_log_shows_the_proxied_client(tmp_path, spawn, greet_so):  # noqa: F811
+    """The address of the PROXY header is the client's in the access log,
+    for every request of the connection; a plain listener logs the socket's."""
+    log = tmp_path / "access.log"
+    ports = start(tmp_path, spawn, greet_so, extra="access_log = %s\n" % log)
+    with ports.conn() as c:
+        c.send(v1("198.51.100.23") + get("/echo"))
+        assert c.read_response().status == 200
+        c.send(get("/echo"))
+        assert c.read_response().status == 200
+    with ports.conn("plain") as c:
+        c.send(get("/echo"))
+        assert c.read_response().status == 200
+    deadline = time.monotonic() + 5
+    lines = []
+    while time.monotonic() < deadline:
+        lines = log.read_text().splitlines() if log.exists() else []
+        if len(lines) >= 3:
+            break
+        time.sleep(0.05)
+    assert len(lines) == 3, lines
+    assert [l.split(" ", 1)[0] for l in lines] == ["198.51.100.23", "198.51.100.23", "127.0.0.1"], lines

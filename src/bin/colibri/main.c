@@ -18,6 +18,15 @@ static void on_signal(int sig)
         colibri_server_shutdown(the_server);
 }
 
+/* SIGUSR1: log rotation. Only wakes the server's log thread, which
+ * reopens the files. */
+static void on_usr1(int sig)
+{
+    (void)sig;
+    if (the_server)
+        colibri_server_reopen_logs(the_server);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -116,6 +125,9 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL); /* a closing terminal stops us gracefully too */
+    struct sigaction usr1 = {.sa_handler = on_usr1, .sa_flags = SA_RESTART};
+    sigemptyset(&usr1.sa_mask);
+    sigaction(SIGUSR1, &usr1, NULL);
 
     if (colibri_server_run(srv, err, sizeof(err)) < 0)
         goto out_error;

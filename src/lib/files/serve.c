@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "base/strbuf.h"
 #include "http/cond.h"
 #include "http/date.h"
@@ -245,8 +246,13 @@ int files_serve(struct colibri_request *req, struct colibri_response *resp, void
 
     int err = -EIO;
     struct cache_entry *ce = cache_get(f->cache, rel, len, &err);
-    if (!ce)
-        return status_for(err);
+    if (!ce) {
+        int status = status_for(err);
+        if (status >= 500) /* the server's trouble, not the client's */
+            LOG_LIMITED(LOG_ERROR, "serve_files: %.*s: %s", (int)MIN(len, 200), rel,
+                        strerror(-err));
+        return status;
+    }
     struct fentry *e = (struct fentry *)ce;
     if (colibri_defer(req, release, e) < 0)
         return 503; /* released already */

@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <sys/socket.h>
 
+#include "base/log.h"
+#include "http/access_log.h"
 #include "http/request.h"
 #include "http/status.h"
 #include "http/vhost.h"
@@ -113,6 +115,12 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
     } else if (!resp.sent) {
         http_write_response(&req, &resp, status);
     }
+    if (unlikely(resp.final_status >= 500))
+        LOG_LIMITED(LOG_WARN, "\"%.*s %.*s\": answered %d", (int)head->method_str.len,
+                    head->method_str.p, (int)MIN(head->target.len, 200), head->target.p,
+                    resp.final_status);
+    if (hw->cfg->access_log_fd >= 0)
+        http_access_log(&req, &resp);
     if (ctx->out.len >= OUT_FLUSH_AT)
         conn_flush(ctx);
     conn_progress(ctx); /* the next request gets its own timeout */
@@ -166,9 +174,9 @@ static enum conn_verdict run(struct conn_ctx *ctx)
 {
     struct http_conn *hc = conn_state(ctx);
     struct http_worker *hw = conn_worker_state(ctx);
-    hc->closing = hc->lingering = hc->mid_request = hc->proxied = false;
+    hc->closing = hc->lingering = hc->mid_request = false;
     /* the table exists only when some listener wants PROXY headers */
-    if (unlikely(hw->cfg->proxy_protocol != NULL) && !http_proxy_step(ctx, hc))
+    if (unlikely(hw->cfg->proxy_protocol != NULL) && !http_proxy_step(ctx))
         return CONN_CLOSE; /* not a word to whoever it is */
 
     for (;;) {
@@ -240,6 +248,12 @@ static void destroy(struct conn_ctx *ctx)
     arena_free(&hc->arena);
 }
 
+/* The worker's once-a-second work: the access log lines it buffered. */
+static void tick(void *worker_state)
+{
+    http_access_log_flush(worker_state);
+}
+
 const struct conn_proto http_proto = {
     .state_size = sizeof(struct http_conn),
     .run = run,
@@ -247,11 +261,14 @@ const struct conn_proto http_proto = {
     .between_requests = between_requests,
     .recycle = recycle,
     .destroy = destroy,
+    .tick = tick,
 };
 
 struct http_worker *http_worker_new(const struct http_config *cfg)
 {
-    struct http_worker *hw = ALLOC_INIT(struct http_worker, {.cfg = cfg, .date_time = -1});
+    struct http_worker *hw =
+        ALLOC_INIT(struct http_worker,
+                   {.cfg = cfg, .date_time = -1, .log_time = -1, .log_peer = {.family = 0xffff}});
     if (hw && !(hw->scratch = tpl_scratch_new())) {
         free(hw);
         hw = NULL;
@@ -259,11 +276,17 @@ struct http_worker *http_worker_new(const struct http_config *cfg)
     return hw;
 }
 
+void http_worker_flush_log(struct http_worker *hw)
+{
+    if (hw->cfg->access_log_fd >= 0)
+        http_access_log_flush(hw);
+}
+
 void http_worker_free(struct http_worker *hw)
 {
     if (!hw)
         return;
+    strbuf_free(&hw->log);
     tpl_scratch_free(hw->scratch);
-    free(hw->peers);
     free(hw);
 }

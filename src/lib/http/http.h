@@ -44,6 +44,7 @@ struct http_config {
      * begin with a PROXY header (http/proxy.h). NULL: none do. */
     const bool *proxy_protocol;
     unsigned n_proxy_protocol;
+    int access_log_fd; /* O_APPEND, or -1: no access log */
 };
 
 /* The methods a handler answers: its own (GET when it names none), HEAD
@@ -62,6 +63,9 @@ extern const struct conn_proto http_proto;
 /* A worker's HTTP slot; NULL when out of memory. */
 struct http_worker *http_worker_new(const struct http_config *cfg);
 void http_worker_free(struct http_worker *hw);
+/* Writes the access log lines the worker buffered: at shutdown, after its
+ * thread ended. */
+void http_worker_flush_log(struct http_worker *hw);
 
 /* What an error_template sees: {{status}}, {{reason}}, {{method}}, {{path}}. */
 extern const struct tpl_desc http_error_desc;

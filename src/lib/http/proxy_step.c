@@ -8,54 +8,43 @@
 #include "http/request.h"
 #include "rt/worker.h"
 
-/* The worker's slot for fd, grown as needed; NULL when out of memory. */
-static union http_addr *peer_slot(struct http_worker *hw, int fd)
+/* The PROXY header's source as the runtime records peers. */
+static struct conn_peer peer_of(const struct sockaddr_storage *ss)
 {
-    if ((uint32_t)fd >= hw->n_peers) {
-        uint32_t n = hw->n_peers ? hw->n_peers : 64;
-        while (n <= (uint32_t)fd)
-            n *= 2;
-        union http_addr *p = realloc(hw->peers, n * sizeof(*p));
-        if (!p)
-            return NULL;
-        memset(p + hw->n_peers, 0, (n - hw->n_peers) * sizeof(*p));
-        hw->peers = p;
-        hw->n_peers = n;
+    struct conn_peer p = {0};
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+        p = (struct conn_peer){.family = AF_INET, .port = a->sin_port};
+        memcpy(p.addr, &a->sin_addr, 4);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+        p = (struct conn_peer){.family = AF_INET6, .port = a->sin6_port};
+        memcpy(p.addr, &a->sin6_addr, 16);
     }
-    return &hw->peers[fd];
+    return p;
 }
 
-bool http_proxy_step(struct conn_ctx *ctx, struct http_conn *hc)
+bool http_proxy_step(struct conn_ctx *ctx)
 {
     struct http_worker *hw = conn_worker_state(ctx);
     const struct http_config *cfg = hw->cfg;
     if (!cfg->proxy_protocol || ctx->listener >= cfg->n_proxy_protocol ||
         !cfg->proxy_protocol[ctx->listener])
         return true;
-    if (!ctx->fresh) { /* the header came on an earlier run */
-        if ((uint32_t)ctx->fd >= hw->n_peers)
-            return false;
-        hc->peer = hw->peers[ctx->fd];
-        hc->proxied = true;
-        return true;
-    }
+    if (!ctx->fresh)
+        return true; /* the header came on the first run, or it closed */
     /* Nothing answers until the header is whole: a timeout closes without
      * a 408 (mid_request stays false) and so does a graceful stop. */
     for (;;) {
         struct proxy_hdr ph;
         enum proxy_result r = proxy_parse(ctx->in + ctx->in_pos, ctx->in_len - ctx->in_pos, &ph);
         if (r == PROXY_DONE) {
-            union http_addr *slot = peer_slot(hw, ctx->fd);
-            if (!slot)
-                return false;
-            memset(slot, 0, sizeof(*slot));
-            if (ph.local)
-                slot->sa.sa_family = AF_UNSPEC;
-            else
-                memcpy(slot, &ph.src,
-                       ph.src.ss_family == AF_INET ? sizeof(slot->in) : sizeof(slot->in6));
-            hc->peer = *slot;
-            hc->proxied = true;
+            /* LOCAL, UNKNOWN: the connection's own address stays */
+            if (!ph.local) {
+                struct conn_peer peer = peer_of(&ph.src);
+                if (peer.family)
+                    conn_set_peer(ctx, &peer);
+            }
             ctx->in_pos += ph.len;
             conn_progress(ctx); /* the request gets its own timeout */
             return true;

@@ -7,6 +7,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "rt/worker.h"
+
 /* --- paths ------------------------------------------------------------------ */
 
 /* Removes "." and ".." segments and merges repeated slashes, in place;
@@ -276,12 +278,16 @@ int colibri_req_body(struct colibri_request *req, struct colibri_str *body)
 
 int colibri_req_remote_addr(const struct colibri_request *req, char *buf, size_t len)
 {
+    /* as accept() gave it, or as a PROXY header named it */
+    const struct conn_peer *peer = conn_peer_of(req->ctx);
+    if (peer->family == AF_INET || peer->family == AF_INET6) {
+        if (!inet_ntop(peer->family, peer->addr, buf, (socklen_t)len))
+            return -errno;
+        return 0;
+    }
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
-    const struct http_conn *hc = req->hc;
-    if (hc->proxied && hc->peer.sa.sa_family != AF_UNSPEC)
-        memcpy(&ss, &hc->peer, sizeof(hc->peer)); /* from the PROXY header */
-    else if (getpeername(req->ctx->fd, (struct sockaddr *)&ss, &sl) < 0)
+    if (getpeername(req->ctx->fd, (struct sockaddr *)&ss, &sl) < 0)
         return -errno;
     const void *a = ss.ss_family == AF_INET6
                         ? (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr

@@ -16,25 +16,20 @@
 #include "http/fields.h"
 #include "http/http.h"
 
-/* A client address from a PROXY header; sa_family AF_UNSPEC for LOCAL or
- * UNKNOWN (the socket's own peer then stands). */
-union http_addr {
-    struct sockaddr sa;
-    struct sockaddr_in in;
-    struct sockaddr_in6 in6;
-};
-
 /* A worker thread's HTTP state (the runtime's proto_state). */
 struct http_worker {
     const struct http_config *cfg;
     time_t date_time;  /* the second date_hdr shows */
     char date_hdr[48]; /* "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n" */
     struct tpl_scratch *scratch;
-    /* by fd: the PROXY header's address of this worker's connections on a
-     * proxy_protocol listener, kept while they idle without a context
-     * (written by a connection's first run, read by its later ones) */
-    union http_addr *peers;
-    uint32_t n_peers;
+    struct strbuf log;  /* access log lines not written yet */
+    uint32_t log_lines; /* how many */
+    time_t log_time;    /* the second log_date shows */
+    char log_date[40];  /* "22/Nov/2026:13:40:00 +0000" */
+    size_t log_date_len;
+    struct conn_peer log_peer; /* the last client logged, and its address as text */
+    char log_peer_str[48];
+    size_t log_peer_len;
 };
 
 /* A connection's HTTP state (the runtime's per-connection slot); its
@@ -48,8 +43,6 @@ struct http_conn {
     bool closing;                /* answer with Connection: close, then close */
     bool lingering;              /* close after draining the client's unread bytes */
     bool mid_request;            /* part of a request is buffered or being read (408 on timeout) */
-    bool proxied;                /* peer holds the client address from a PROXY header */
-    union http_addr peer;
 };
 
 enum body_kind { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };
@@ -78,7 +71,9 @@ struct colibri_response {
     bool head_only;
     bool streaming;
     bool chunked;
-    bool sent; /* the response went out already (sendfile, static) */
+    bool sent;           /* the response went out already (sendfile, static) */
+    int final_status;    /* the status that went out (for the access log) */
+    uint64_t body_bytes; /* body bytes sent (for the access log) */
 };
 
 /* --- request.c --- */
@@ -118,10 +113,11 @@ void http_skip_body(struct colibri_request *req);
 /* --- proxy_step.c --- */
 
 /* On a proxy_protocol listener, the connection's first run reads and
- * parses the PROXY header, later runs take back its address; either way
- * hc->proxied and hc->peer are set. False when the connection must close
- * without an answer (a header malformed, missing or cut short). */
-bool http_proxy_step(struct conn_ctx *ctx, struct http_conn *hc);
+ * parses the PROXY header and records its source as the connection's peer
+ * (conn_set_peer), for the access log and colibri_req_remote_addr(). False
+ * when the connection must close without an answer (a header malformed,
+ * missing or cut short). */
+bool http_proxy_step(struct conn_ctx *ctx);
 
 /* --- response.c --- */
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "base/itoa.h"
+#include "http/access_log.h"
 #include "http/date.h"
 #include "http/status.h"
 #include "rt/worker.h"
@@ -130,6 +131,7 @@ void http_write_response(struct colibri_request *req, struct colibri_response *r
     }
     const char *data = page.p ? page.p : body->buf;
     size_t len = page.p ? page.len : body->len;
+    resp->final_status = status;
     if (status < 200 || status == 204 || status == 304) {
         write_head(req, resp, status, -1, NULL);
         return;
@@ -137,6 +139,7 @@ void http_write_response(struct colibri_request *req, struct colibri_response *r
     write_head(req, resp, status, (int64_t)len, mime);
     if (resp->head_only || !len)
         return;
+    resp->body_bytes = len;
     if (len <= COPY_BODY_MAX) {
         strbuf_append(&ctx->out, data, len);
         return;
@@ -150,17 +153,28 @@ void http_send_error(struct conn_ctx *ctx, int status)
     struct http_worker *hw = conn_worker_state(ctx);
     struct http_head none = {.version_minor = 1};
     struct colibri_request req = {.ctx = ctx, .hc = hc, .hw = hw, .cfg = hw->cfg, .head = &none};
+    /* for the access log: the start of what was refused, up to its first line end */
+    const char *raw = ctx->in + ctx->in_pos;
+    size_t raw_len = MIN(ctx->in_len - ctx->in_pos, 2048);
+    const char *eol = memchr(raw, '\n', raw_len);
+    req.head_at = raw;
+    req.head_len = eol ? (size_t)(eol - raw) : raw_len;
+    if (req.head_len && raw[req.head_len - 1] == '\r')
+        req.head_len--;
     struct colibri_response resp = {.req = &req};
     hc->closing = hc->lingering = true;
     strbuf_reset(&hc->body);
     strbuf_reset(&hc->hdrs);
     http_write_response(&req, &resp, status);
+    if (hw->cfg->access_log_fd >= 0)
+        http_access_log(&req, &resp);
 }
 
 void http_start_stream(struct colibri_response *resp)
 {
     struct colibri_request *req = resp->req;
     resp->streaming = true;
+    resp->final_status = resp->status ? resp->status : 200;
     if (req->head->version_minor >= 1)
         resp->chunked = true;
     else
@@ -245,6 +259,7 @@ int colibri_resp_send_chunk(struct colibri_response *resp, const void *p, size_t
         conn_flush(ctx);
         return 0;
     }
+    resp->body_bytes += len;
     if (!resp->chunked) {
         strbuf_append(&ctx->out, p, len);
         conn_flush(ctx);
@@ -269,7 +284,11 @@ static bool answer_head(struct colibri_response *resp, int status, const char *m
 {
     write_head(resp->req, resp, status, (int64_t)len, mime);
     resp->sent = true;
-    return !resp->head_only && len;
+    resp->final_status = status;
+    if (resp->head_only || !len)
+        return false;
+    resp->body_bytes = len;
+    return true;
 }
 
 int colibri_resp_sendfile(struct colibri_response *resp, int status, const char *mime, int fd,

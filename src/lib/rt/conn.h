@@ -73,6 +73,18 @@ struct conn_proto {
      * release or shrink what the state holds. Optional. */
     void (*recycle)(struct conn_ctx *ctx);
     void (*destroy)(struct conn_ctx *ctx);
+    /* Work the protocol put off (buffered log lines): called on the worker
+     * thread at its first wake-up in a later second after the protocol asked
+     * with conn_want_tick(); an idle worker wakes for it. Optional. */
+    void (*tick)(void *worker_state);
+};
+
+/* A connection's peer as accept() gave it (protocol-neutral: an address
+ * and a port, network byte order). family 0: unknown. */
+struct conn_peer {
+    uint16_t family; /* AF_INET, AF_INET6 or 0 */
+    uint16_t port;
+    uint8_t addr[16]; /* 4 bytes for AF_INET */
 };
 
 /* Everything an active connection needs, pooled per worker thread. */

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/common.h"
+#include "base/log.h"
 
 /* epoll_event.data.u64: the fd, plus a tag for the worker's own fds and,
  * for a listening socket, its index */
@@ -39,6 +41,7 @@ static void update_clocks(struct worker *w)
     w->now = (uint32_t)ts.tv_sec;
     clock_gettime(CLOCK_REALTIME_COARSE, &ts);
     w->wall_time = ts.tv_sec;
+    w->wall_ms = (uint32_t)(ts.tv_nsec / 1000000);
 }
 
 /* --- context pool --------------------------------------------------------- */
@@ -242,20 +245,49 @@ static void take_handed_fds(struct worker *w)
     }
 }
 
+/* Records the peer of fd in peers (when there is a table). */
+static void note_peer(struct conn_peer *peers, uint32_t max_fds, int fd,
+                      const struct sockaddr_storage *ss)
+{
+    if (!peers || (uint32_t)fd >= max_fds)
+        return;
+    struct conn_peer *p = &peers[fd];
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+        *p = (struct conn_peer){.family = AF_INET, .port = a->sin_port};
+        memcpy(p->addr, &a->sin_addr, 4);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+        *p = (struct conn_peer){.family = AF_INET6, .port = a->sin6_port};
+        memcpy(p->addr, &a->sin6_addr, 16);
+    } else {
+        *p = (struct conn_peer){0};
+    }
+}
+
 /* One connection from a listening socket, or -1 when there is none to take
  * now (EAGAIN, or an error the next wake-up may not have). Out of fds, the
  * pending connection would keep the level-triggered socket readable and
  * spin the caller: the spare fd makes room to accept it and close it. */
-static int accept_one(int lfd, int *spare)
+static int accept_one(int lfd, int *spare, struct conn_peer *peers, uint32_t max_fds)
 {
     for (;;) {
-        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd >= 0)
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            note_peer(peers, max_fds, fd, &ss);
             return fd;
+        }
         if (errno == EINTR || errno == ECONNABORTED)
             continue;
-        if ((errno != EMFILE && errno != ENFILE) || *spare < 0)
+        if (errno == EAGAIN)
             return -1;
+        int e = errno;
+        if ((e != EMFILE && e != ENFILE) || *spare < 0) {
+            LOG_LIMITED(LOG_ERROR, "accept() failed: %s", strerror(e));
+            return -1;
+        }
         /* EMFILE comes before the queue is looked at: stop when the
          * freed slot finds nothing to accept */
         close(*spare);
@@ -263,6 +295,11 @@ static int accept_one(int lfd, int *spare)
         if (fd >= 0)
             close(fd);
         *spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0)
+            LOG_LIMITED(LOG_ERROR,
+                        "accept() failed: %s: out of file descriptors, a connection was closed "
+                        "unanswered",
+                        strerror(e));
         if (fd < 0)
             return -1;
     }
@@ -272,7 +309,7 @@ static void accept_burst(struct worker *w, int lfd, uint16_t listener)
 {
     /* level-triggered: take a bounded batch, epoll reports the rest */
     for (int i = 0; i < 128; i++) {
-        int fd = accept_one(lfd, &w->spare_fd);
+        int fd = accept_one(lfd, &w->spare_fd, w->peers, w->max_fds);
         if (fd < 0)
             return;
         adopt(w, fd, listener);
@@ -302,7 +339,7 @@ void acceptor_run(struct worker *workers, unsigned n, const int *listen_fds, uns
                 continue;
             int lfd = EV_FD(events[e].data.u64);
             for (int i = 0; i < 256; i++) {
-                int fd = accept_one(lfd, &spare);
+                int fd = accept_one(lfd, &spare, workers[0].peers, workers[0].max_fds);
                 if (fd < 0)
                     break;
                 unsigned wi = ((unsigned)fd / 2) % n;
@@ -394,6 +431,13 @@ void *worker_main(void *arg)
         }
         /* tick once a second only while something can time out */
         int timeout = (w->idle_q.count || w->req_q.count || w->stopping) ? 1000 : -1;
+        /* the protocol's tick: just after the next second begins (the
+         * coarse clock may lag by a few milliseconds) */
+        if (w->tick_wanted) {
+            int next = 1000 - (int)w->wall_ms + 5;
+            if (timeout < 0 || next < timeout)
+                timeout = next;
+        }
         int n = epoll_wait(w->epfd, events, (int)N_ELEMENTS(events), timeout);
         update_clocks(w);
         for (int i = 0; i < n; i++) {
@@ -403,7 +447,7 @@ void *worker_main(void *arg)
             } else if (u & EV_WAKE) {
                 uint64_t v;
                 if (read(w->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-                    perror("colibri: eventfd");
+                    LOG_LIMITED(LOG_ERROR, "worker %u: eventfd: %s", w->idx, strerror(errno));
                 if (w->ring)
                     take_handed_fds(w);
             } else {
@@ -411,6 +455,10 @@ void *worker_main(void *arg)
             }
         }
         expire(w);
+        if (w->tick_wanted && w->wall_time != w->tick_time && w->cfg->proto->tick) {
+            w->tick_wanted = false;
+            w->cfg->proto->tick(w->proto_state);
+        }
     }
     return NULL;
 }

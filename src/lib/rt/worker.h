@@ -54,9 +54,13 @@ struct worker {
     int *listen_fds;
     unsigned n_listen;
     struct tq idle_q, req_q;
-    uint32_t now;      /* seconds since the worker started (monotonic) */
-    time_t wall_time;  /* UTC seconds, as of the last wake-up */
-    void *proto_state; /* the protocol's per-worker slot: conn_worker_state() */
+    uint32_t now;            /* seconds since the worker started (monotonic) */
+    time_t wall_time;        /* UTC seconds, as of the last wake-up */
+    uint32_t wall_ms;        /* milliseconds into wall_time */
+    bool tick_wanted;        /* the protocol asked for its tick (conn_want_tick) */
+    time_t tick_time;        /* the second it asked in */
+    struct conn_peer *peers; /* indexed by fd like conns, or NULL: not recorded */
+    void *proto_state;       /* the protocol's per-worker slot: conn_worker_state() */
     struct conn_ctx *free_ctx;
     unsigned n_free_ctx;
     uint32_t n_conns;
@@ -97,6 +101,30 @@ static inline bool conn_stopping(const struct conn_ctx *ctx)
 static inline void *conn_worker_state(const struct conn_ctx *ctx)
 {
     return ctx->worker->proto_state;
+}
+/* Asks for the protocol's tick at the worker's first wake-up in a later
+ * second (see struct conn_proto); a store, no system call. */
+static inline void conn_want_tick(const struct conn_ctx *ctx)
+{
+    struct worker *w = ctx->worker;
+    if (!w->tick_wanted) {
+        w->tick_wanted = true;
+        w->tick_time = w->wall_time;
+    }
+}
+/* The peer of the connection (family 0 when unknown). */
+static inline const struct conn_peer *conn_peer_of(const struct conn_ctx *ctx)
+{
+    static const struct conn_peer none;
+    const struct worker *w = ctx->worker;
+    return w->peers ? &w->peers[ctx->fd] : &none;
+}
+/* Replaces the peer the runtime recorded at accept() (a PROXY header names
+ * the real client); it stays for the connection's life. */
+static inline void conn_set_peer(struct conn_ctx *ctx, const struct conn_peer *peer)
+{
+    if (ctx->worker->peers)
+        ctx->worker->peers[ctx->fd] = *peer;
 }
 /* UTC seconds as of the worker's last wake-up (no system call). */
 static inline time_t conn_wall_time(const struct conn_ctx *ctx)

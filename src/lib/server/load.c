@@ -269,6 +269,8 @@ static int load_config(struct colibri_server *srv, struct config *cfg, char *err
         else
             return config_error(n, err, errlen, "expected 'reuseport' or 'thread'");
     }
+    if ((r = logs_load(&srv->logs, root, err, errlen)))
+        return r;
     while ((n = config_take(root, "site")))
         if ((r = load_site(srv, n, err, errlen)))
             return r;

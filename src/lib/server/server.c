@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/err.h"
+#include "base/log.h"
 #include "builtins.h"
 #include "config/config.h"
 #include "route/trie.h"
@@ -48,7 +49,9 @@ struct colibri_server *colibri_server_new(void)
     srv->http = (struct http_config){
         .limits = HTTP_LIMITS_DEFAULT,
         .max_body = 1 << 20,
+        .access_log_fd = -1,
     };
+    logs_init(&srv->logs);
     strcpy(srv->http.server_hdr, "Server: colibri\r\n");
     srv->http.server_hdr_len = strlen(srv->http.server_hdr);
     srv->routes = trie_new();
@@ -90,6 +93,7 @@ void colibri_server_free(struct colibri_server *srv)
     free(srv->listeners);
     free(srv->proxy_protocol);
     config_free(srv->cfg);
+    logs_free(&srv->logs);
     /* last: handlers, modules and route data may live in these libraries */
     for (unsigned i = srv->n_libs; i-- > 0;)
         dlclose(srv->libs[i]);
@@ -274,9 +278,14 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (srv->conns == MAP_FAILED)
         srv->conns = NULL;
+    srv->peers = mmap(NULL, (size_t)srv->max_fds * sizeof(struct conn_peer), PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (srv->peers == MAP_FAILED)
+        srv->peers = NULL;
     srv->workers = calloc(n, sizeof(struct worker));
     srv->http_workers = calloc(n, sizeof(*srv->http_workers));
-    bool ok = srv->conns && srv->workers && srv->http_workers;
+    bool ok = srv->conns && srv->peers && srv->workers && srv->http_workers;
+    srv->http.access_log_fd = srv->logs.access_fd;
     for (unsigned i = 0; ok && i < n; i++)
         ok = (srv->http_workers[i] = http_worker_new(&srv->http)) != NULL;
     if (!ok) {
@@ -338,6 +347,7 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
                         own ? srv->n_listeners : 0);
         started = wi + 1;
         srv->workers[wi].proto_state = srv->http_workers[wi];
+        srv->workers[wi].peers = srv->peers;
         if (!r && srv->accept_thread &&
             !(srv->workers[wi].ring = calloc(1, sizeof(struct fd_ring))))
             r = -ENOMEM;
@@ -351,11 +361,18 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
         goto out_workers;
     }
     srv->n_threads = n;
+    /* the listeners are bound: the pid file, the error log */
+    if ((r = logs_start(&srv->logs, err, errlen)))
+        goto out_workers;
     for (unsigned j = 0; j < srv->n_listeners; j++) {
         char url[80];
         listener_url(&srv->listeners[j], url, sizeof(url));
-        fprintf(stderr, "colibri: listening on %s\n", url);
+        log_msg(LOG_INFO, "listening on %s", url);
     }
+    log_msg(LOG_DEBUG, "%u worker threads (%s), room for %u file descriptors", n,
+            srv->accept_thread ? "accept = thread" : "accept = reuseport", srv->max_fds);
+    if (srv->logs.access_path)
+        log_msg(LOG_DEBUG, "access log: %s", srv->logs.access_path);
 
     /* workers leave SIGINT/SIGTERM to the thread that called us */
     sigset_t block, old;
@@ -363,9 +380,12 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
     sigaddset(&block, SIGINT);
     sigaddset(&block, SIGTERM);
     sigaddset(&block, SIGHUP);
+    sigaddset(&block, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &block, &old);
+    if (logs_start_thread(&srv->logs))
+        r = err_set(err, errlen, -EAGAIN, NULL, "cannot start the log thread");
     unsigned running = 0;
-    for (; running < n; running++)
+    for (; !r && running < n; running++)
         if (pthread_create(&srv->workers[running].thread, NULL, worker_main,
                            &srv->workers[running])) {
             r = err_set(err, errlen, -EAGAIN, NULL, "cannot start worker thread %u", running);
@@ -387,8 +407,14 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
     for (unsigned i = 0; i < running; i++)
         pthread_join(srv->workers[i].thread, NULL);
     srv->running = 0;
+    /* the workers are gone: what they buffered for the access log goes out */
+    for (unsigned i = 0; i < n; i++)
+        http_worker_flush_log(srv->http_workers[i]);
+    if (!r)
+        log_msg(LOG_INFO, "stopped");
 
 out_workers:
+    logs_stop(&srv->logs);
     for (unsigned i = 0; i < started; i++)
         worker_destroy(&srv->workers[i]);
 out_free:
@@ -408,6 +434,9 @@ out_free:
     if (srv->conns)
         munmap(srv->conns, (size_t)srv->max_fds * sizeof(struct conn));
     srv->conns = NULL;
+    if (srv->peers)
+        munmap(srv->peers, (size_t)srv->max_fds * sizeof(struct conn_peer));
+    srv->peers = NULL;
     return r;
 }
 

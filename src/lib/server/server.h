@@ -15,6 +15,7 @@
 #include "http/vhost.h"
 #include "rt/worker.h"
 #include "server/listen.h"
+#include "server/logs.h"
 
 struct config;
 struct tpl;
@@ -52,6 +53,8 @@ struct colibri_server {
     bool accept_thread;    /* accept = thread: one acceptor deals fds to workers */
     int acceptor_wake;     /* eventfd, acceptor mode only */
     int *acceptor_fds;
+    struct server_logs logs;
+    struct conn_peer *peers; /* the peers' addresses, indexed by fd like conns */
     volatile sig_atomic_t running;
     volatile sig_atomic_t stop_asap; /* shutdown asked for before the workers ran */
 };

@@ -1,0 +1,33 @@
+/* access_log.h - the access log in Combined Log Format, one line per
+ * answered request, into the worker's buffer (struct http_worker):
+ *
+ *   ADDR - - [22/Nov/2026:13:40:00 +0000] "GET /hello HTTP/1.1" 200 13 "REFERER" "USER-AGENT"
+ *
+ * Absent fields are "-". The request line, Referer and User-Agent have
+ * every byte below 0x20, from 0x7f, '"' and '\' written as \xHH (as nginx
+ * does), so no client can end a line or a field. BYTES is the body bytes
+ * sent ($body_bytes_sent): 0 for HEAD, 304 and 204. A request the parser
+ * refused is logged with its first line as it came (escaped, at most 2 KiB),
+ * or "-" when there was none.
+ *
+ * The buffer is written with one write() (the fd has O_APPEND, so lines of
+ * different workers never interleave) when it holds ACCESS_LOG_FLUSH_AT
+ * bytes, in the first second after a line went in (the worker's tick, so
+ * an idle worker flushes too), and at shutdown. A write that fails drops
+ * the buffered lines: counted, and reported in the error log at most a few
+ * times a second; the request never notices. */
+#pragma once
+
+#include <stdint.h>
+
+struct colibri_request;
+struct colibri_response;
+struct http_worker;
+
+#define ACCESS_LOG_FLUSH_AT (48 * 1024)
+
+void http_access_log(struct colibri_request *req, struct colibri_response *resp);
+/* Writes what the worker buffered (its thread, or after it ended). */
+void http_access_log_flush(struct http_worker *hw);
+/* Lines dropped so far because a write failed. */
+uint64_t http_access_log_dropped(void);

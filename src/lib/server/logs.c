@@ -1,0 +1,198 @@
+/* logs.c - the server's log files and pid file (see logs.h). */
+#include "server/logs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "config/config.h"
+#include "server/server.h"
+
+void logs_init(struct server_logs *l)
+{
+    *l = (struct server_logs){.access_fd = -1, .error_fd = -1, .level = LOG_INFO, .ctl_fd = -1};
+}
+
+void logs_free(struct server_logs *l)
+{
+    if (l->access_fd > 2)
+        close(l->access_fd);
+    if (l->error_fd > 2)
+        close(l->error_fd);
+    free(l->access_path);
+    free(l->error_path);
+    free(l->pid_path);
+    logs_init(l);
+}
+
+static int open_log(const char *path)
+{
+    return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+}
+
+/* "stdout", "stderr" or a file, opened now. */
+static int take_file(const struct config_node *n, char **path, int *fd, char *err, size_t errlen)
+{
+    if (n->is_section || !n->value[0])
+        return config_error(n, err, errlen, "expected a file, 'stdout' or 'stderr'");
+    int f;
+    if (!strcmp(n->value, "stdout"))
+        f = 1;
+    else if (!strcmp(n->value, "stderr"))
+        f = 2;
+    else if ((f = open_log(n->value)) < 0)
+        return config_error(n, err, errlen, "cannot open '%s': %s", n->value, strerror(errno));
+    char *p = strdup(n->value);
+    if (!p) {
+        if (f > 2)
+            close(f);
+        return config_error(n, err, errlen, "out of memory");
+    }
+    if (*fd > 2)
+        close(*fd);
+    free(*path);
+    *path = p;
+    *fd = f;
+    return 0;
+}
+
+int logs_load(struct server_logs *l, struct config_node *root, char *err, size_t errlen)
+{
+    struct config_node *n;
+    int r;
+    if ((n = config_take(root, "access_log")) &&
+        (r = take_file(n, &l->access_path, &l->access_fd, err, errlen)))
+        return r;
+    if ((n = config_take(root, "error_log")) &&
+        (r = take_file(n, &l->error_path, &l->error_fd, err, errlen)))
+        return r;
+    if ((n = config_take(root, "error_log_level")) && log_level_parse(n->value, &l->level) < 0)
+        return config_error(n, err, errlen, "expected error, warn, info or debug, not '%s'",
+                            n->value);
+    if ((n = config_take(root, "pid_file"))) {
+        if (n->is_section || !n->value[0])
+            return config_error(n, err, errlen, "expected a file");
+        char *p = strdup(n->value);
+        if (!p)
+            return config_error(n, err, errlen, "out of memory");
+        free(l->pid_path);
+        l->pid_path = p;
+        snprintf(l->pid_where, sizeof(l->pid_where), "%s:%d: pid_file", n->file ? n->file : "",
+                 n->line);
+    }
+    return 0;
+}
+
+static int write_pid(struct server_logs *l, char *err, size_t errlen)
+{
+    int fd = open(l->pid_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    char buf[32];
+    int n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+    if (fd < 0 || write(fd, buf, (size_t)n) != n) {
+        int e = errno;
+        if (fd >= 0) {
+            close(fd);
+            unlink(l->pid_path);
+        }
+        return err_set(err, errlen, -e, l->pid_where, "cannot write '%s': %s", l->pid_path,
+                       strerror(e));
+    }
+    close(fd);
+    l->pid_written = true;
+    return 0;
+}
+
+int logs_start(struct server_logs *l, char *err, size_t errlen)
+{
+    if (l->pid_path) {
+        int r = write_pid(l, err, errlen);
+        if (r)
+            return r;
+    }
+    l->ctl_fd = eventfd(0, EFD_CLOEXEC);
+    if (l->ctl_fd < 0)
+        return err_set(err, errlen, -errno, NULL, "eventfd: %s", strerror(errno));
+    atomic_store(&l->stop, false);
+    log_setup(l->error_fd >= 0 ? l->error_fd : 2, l->level);
+    l->started = true;
+    return 0;
+}
+
+/* A file that is not stdout or stderr, opened again at its path and put
+ * in place of the old one under the same fd. */
+static void reopen(const char *what, const char *path, int fd)
+{
+    if (!path || fd <= 2)
+        return;
+    int nfd = open_log(path);
+    if (nfd < 0 || dup2(nfd, fd) < 0) {
+        log_msg(LOG_ERROR, "cannot reopen %s '%s': %s", what, path, strerror(errno));
+        if (nfd >= 0)
+            close(nfd);
+        return;
+    }
+    close(nfd);
+}
+
+static void *reopen_thread(void *arg)
+{
+    struct server_logs *l = arg;
+    for (;;) {
+        uint64_t v;
+        ssize_t n = read(l->ctl_fd, &v, sizeof(v));
+        if (atomic_load(&l->stop))
+            break;
+        if (n != sizeof(v))
+            continue;
+        reopen("error_log", l->error_path, l->error_fd);
+        reopen("access_log", l->access_path, l->access_fd);
+        log_msg(LOG_INFO, "logs reopened");
+    }
+    return NULL;
+}
+
+int logs_start_thread(struct server_logs *l)
+{
+    if (pthread_create(&l->thread, NULL, reopen_thread, l))
+        return -EAGAIN;
+    l->thread_started = true;
+    return 0;
+}
+
+void logs_stop(struct server_logs *l)
+{
+    if (l->thread_started) {
+        atomic_store(&l->stop, true);
+        uint64_t one = 1;
+        ssize_t r = write(l->ctl_fd, &one, sizeof(one));
+        (void)r;
+        pthread_join(l->thread, NULL);
+        l->thread_started = false;
+    }
+    int fd = l->ctl_fd;
+    l->ctl_fd = -1; /* first: a late signal must not write to a reused fd */
+    if (fd >= 0)
+        close(fd);
+    if (l->pid_written)
+        unlink(l->pid_path);
+    l->pid_written = false;
+    if (l->started)
+        log_setup(2, LOG_INFO);
+    l->started = false;
+}
+
+void colibri_server_reopen_logs(struct colibri_server *srv)
+{
+    int fd = srv->logs.ctl_fd;
+    if (fd < 0)
+        return;
+    uint64_t one = 1;
+    ssize_t r = write(fd, &one, sizeof(one));
+    (void)r;
+}
