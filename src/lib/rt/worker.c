@@ -41,7 +41,7 @@ static void update_clocks(struct worker *w)
     w->now = (uint32_t)ts.tv_sec;
     clock_gettime(CLOCK_REALTIME_COARSE, &ts);
     w->wall_time = ts.tv_sec;
-    w->wall_ms = (uint32_t)(ts.tv_nsec / 1000000);
+    w->wall_ns = ts.tv_nsec; /* divided only when a tick is wanted */
 }
 
 /* --- context pool --------------------------------------------------------- */
@@ -434,7 +434,7 @@ void *worker_main(void *arg)
         /* the protocol's tick: just after the next second begins (the
          * coarse clock may lag by a few milliseconds) */
         if (w->tick_wanted) {
-            int next = 1000 - (int)w->wall_ms + 5;
+            int next = 1000 - (int)(w->wall_ns / 1000000) + 5;
             if (timeout < 0 || next < timeout)
                 timeout = next;
         }

@@ -56,7 +56,7 @@ struct worker {
     struct tq idle_q, req_q;
     uint32_t now;            /* seconds since the worker started (monotonic) */
     time_t wall_time;        /* UTC seconds, as of the last wake-up */
-    uint32_t wall_ms;        /* milliseconds into wall_time */
+    long wall_ns;            /* nanoseconds into wall_time */
     bool tick_wanted;        /* the protocol asked for its tick (conn_want_tick) */
     time_t tick_time;        /* the second it asked in */
     struct conn_peer *peers; /* indexed by fd like conns, or NULL: not recorded */
