@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,31 +30,31 @@ static void on_usr1(int sig)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: colibri [-c FILE] [-l ADDR:PORT] [-r ROOT] [-t THREADS] [--help] [--version]\n"
-            "  -c, --config FILE     config file (default: ./colibri.conf if present)\n"
-            "  -l, --listen ADDR:PORT listen here instead of the config's listeners\n"
-            "                        (127.0.0.1:8080, [::1]:8080, *:8080); repeatable\n"
-            "  -r, --root DIR        serve DIR at / (instead of the config's /)\n"
-            "  -t, --threads N       worker threads (0: one per CPU)\n"
-            "  -h, --help            this text\n"
-            "  -v, --version         print the version\n");
+    fprintf(f, "usage: colibri [-c FILE] [-l ADDR:PORT] [-r ROOT] [-t THREADS] [--check-config]\n"
+               "               [--help] [--version]\n"
+               "  -c, --config FILE     config file (default: ./colibri.conf if present)\n"
+               "  -l, --listen ADDR:PORT listen here instead of the config's listeners\n"
+               "                        (127.0.0.1:8080, [::1]:8080, *:8080); repeatable\n"
+               "  -r, --root DIR        serve DIR at / (instead of the config's /)\n"
+               "  -t, --threads N       worker threads (0: one per CPU)\n"
+               "      --check-config    check the config as a start would, print 'FILE: ok'\n"
+               "                        or every error, and exit (0: ok, 1: errors)\n"
+               "  -h, --help            this text\n"
+               "  -v, --version         print the version\n");
 }
 
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'},
-        {"listen", required_argument, NULL, 'l'},
-        {"root", required_argument, NULL, 'r'},
-        {"threads", required_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'v'},
-        {NULL, 0, NULL, 0},
+        {"config", required_argument, NULL, 'c'}, {"listen", required_argument, NULL, 'l'},
+        {"root", required_argument, NULL, 'r'},   {"threads", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},         {"version", no_argument, NULL, 'v'},
+        {"check-config", no_argument, NULL, 'C'}, {NULL, 0, NULL, 0},
     };
     const char *config = NULL, *root = NULL, *listen[16];
     unsigned n_listen = 0;
     long threads = -1;
+    bool check_only = false;
     int c;
     while ((c = getopt_long(argc, argv, "c:l:r:t:hv", opts, NULL)) != -1) {
         switch (c) {
@@ -79,6 +80,9 @@ int main(int argc, char **argv)
             }
             break;
         }
+        case 'C':
+            check_only = true;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -96,7 +100,7 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    char err[512] = "";
+    static char err[16384]; /* every error of a config, one per line */
     struct colibri_server *srv = colibri_server_new();
     if (!srv) {
         fprintf(stderr, "colibri: out of memory\n");
@@ -118,6 +122,16 @@ int main(int argc, char **argv)
         goto out_error;
     if (threads >= 0)
         colibri_server_set_threads(srv, (unsigned)threads);
+    if (check_only) {
+        if (!config) {
+            snprintf(err, sizeof(err),
+                     "no config file: colibri.conf is not here and -c names none");
+            goto out_error;
+        }
+        printf("%s: ok\n", config);
+        colibri_server_free(srv);
+        return 0;
+    }
 
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
@@ -137,7 +151,13 @@ int main(int argc, char **argv)
 
 out_error:
     the_server = NULL; /* a late signal must not reach a freed server */
-    fprintf(stderr, "colibri: %s\n", err);
+    /* one line per error, "FILE:LINE: KEY: message"; behind "colibri: "
+     * when it stops a start */
+    for (char *line = err, *nl; line; line = nl ? nl + 1 : NULL) {
+        nl = strchr(line, '\n');
+        fprintf(stderr, "%s%.*s\n", check_only ? "" : "colibri: ",
+                nl ? (int)(nl - line) : (int)strlen(line), line);
+    }
     colibri_server_free(srv);
     return 1;
 }

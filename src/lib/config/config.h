@@ -99,3 +99,8 @@ int config_verror(const struct config_node *n, char *err, size_t errlen, const c
  * loop, like "listener", leave no copy behind), else
  *     "file:5: thradds: unknown key" */
 int config_check_unused(const struct config *cfg, char *err, size_t errlen);
+/* The same, and the node reported (with what it holds) is marked used, so
+ * that calling again reports the next one: for listing every mistake. */
+int config_take_unused(struct config *cfg, char *err, size_t errlen);
+/* Marks n and everything below it used (a section skipped after an error). */
+void config_mark_used(struct config_node *n);

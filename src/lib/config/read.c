@@ -76,6 +76,24 @@ static const struct config_node *first_unused(const struct config_node *section,
     return NULL;
 }
 
+void config_mark_used(struct config_node *n)
+{
+    n->used = true;
+    for (struct config_node *c = n->children; c; c = c->next)
+        config_mark_used(c);
+}
+
+int config_take_unused(struct config *cfg, char *err, size_t errlen)
+{
+    const struct config_node *parent = NULL;
+    const struct config_node *n = first_unused(cfg->root, &parent);
+    if (!n)
+        return 0;
+    int r = config_check_unused(cfg, err, errlen);
+    config_mark_used((struct config_node *)n);
+    return r;
+}
+
 int config_check_unused(const struct config *cfg, char *err, size_t errlen)
 {
     const struct config_node *parent = NULL;

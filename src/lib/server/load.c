@@ -15,6 +15,29 @@
 #include "server/server.h"
 #include "tpl/tpl.h"
 
+/* Every error a config file has, not only the first: each independent
+ * step (a line, a section of a site) is checked, a failed one is noted
+ * and skipped with what it holds (so its keys are not reported again as
+ * unknown), and the loading goes on. The messages end up in the caller's
+ * buffer, one per line. */
+struct errs {
+    char *buf;
+    size_t cap, len;
+    unsigned n;
+};
+
+static void note(struct errs *e, struct config_node *n, const char *msg)
+{
+    if (n)
+        config_mark_used(n);
+    e->n++;
+    if (!e->cap || e->len + 1 >= e->cap)
+        return;
+    int k = snprintf(e->buf + e->len, e->cap - e->len, "%s%s", e->len ? "\n" : "",
+                     msg[0] ? msg : "error");
+    e->len = k < 0 ? e->len : MIN(e->len + (size_t)k, e->cap - 1);
+}
+
 static int seconds(const struct config_node *n, uint32_t *out, char *err, size_t errlen)
 {
     uint64_t ms;
@@ -74,31 +97,28 @@ static int load_listener(struct colibri_server *srv, struct config_node *n, char
     return 0;
 }
 
-static int load_site_body(struct colibri_server *srv, struct config_node *site, char *err,
-                          size_t errlen)
+static void load_site_body(struct colibri_server *srv, struct config_node *site, struct errs *e)
 {
     struct config_node *n;
     while ((n = config_take_any(site))) {
+        char err[1024] = "";
+        size_t errlen = sizeof(err);
+        int r;
         if (!strcmp(n->name, "handler")) {
-            int r = load_handler(srv, n, err, errlen);
-            if (r)
-                return r;
-            continue;
-        }
-        const struct colibri_module *m = server_find_module(srv, n->name);
-        if (!m)
-            return config_error(n, err, errlen, "unknown key in site");
-        if (!n->is_section)
-            return config_error(n, err, errlen, "expected '%s PREFIX { ... }'", n->name);
-        err[0] = '\0';
-        int r = m->from_config(srv, (struct colibri_conf *)n, err, errlen);
-        if (r) {
-            if (!err[0]) /* the module said nothing: at least say where */
+            r = load_handler(srv, n, err, errlen);
+        } else {
+            const struct colibri_module *m = server_find_module(srv, n->name);
+            if (!m)
+                r = config_error(n, err, errlen, "unknown key in site");
+            else if (!n->is_section)
+                r = config_error(n, err, errlen, "expected '%s PREFIX { ... }'", n->name);
+            else if ((r = m->from_config(srv, (struct colibri_conf *)n, err, errlen)) && !err[0])
+                /* the module said nothing: at least say where */
                 config_error(n, err, errlen, "%s", strerror(r < 0 ? -r : EINVAL));
-            return r < 0 ? r : -EINVAL;
         }
+        if (r)
+            note(e, n, err);
     }
-    return 0;
 }
 
 /* One name of "site NAME... { }" for the site whose routes are *routes
@@ -144,7 +164,8 @@ static int add_vhost(struct colibri_server *srv, const struct config_node *site,
  * other host. Several "site { }" blocks make one default site (a prefix
  * routed twice is still an error). Routes that modules add while a named
  * site loads go to that site (srv->loading). */
-static int load_site(struct colibri_server *srv, struct config_node *site, char *err, size_t errlen)
+static int load_site(struct colibri_server *srv, struct config_node *site, struct errs *e,
+                     char *err, size_t errlen)
 {
     if (!site->is_section)
         return config_error(site, err, errlen, "site must be a section: site [NAME...] { ... }");
@@ -168,9 +189,9 @@ static int load_site(struct colibri_server *srv, struct config_node *site, char 
     if (!routes)
         srv->has_default = true;
     srv->loading = routes;
-    int r = load_site_body(srv, site, err, errlen);
+    load_site_body(srv, site, e);
     srv->loading = NULL;
-    return r;
+    return 0;
 }
 
 /* "module FILE": a shared library whose colibri_module_init() registers
@@ -210,56 +231,64 @@ static int load_library(struct colibri_server *srv, const struct config_node *n,
     return 0;
 }
 
-static int load_config(struct colibri_server *srv, struct config *cfg, char *err, size_t errlen)
+static void load_settings(struct colibri_server *srv, struct config *cfg, struct errs *e)
 {
     struct config_node *root = cfg->root, *n;
+    char err[1024];
+    size_t errlen = sizeof(err);
     int r;
     /* first: the handlers and modules the sites below may name */
     while ((n = config_take(root, "module")))
         if ((r = load_library(srv, n, err, errlen)))
-            return r;
+            note(e, n, err);
     while ((n = config_take(root, "listener")))
         if ((r = load_listener(srv, n, err, errlen)))
-            return r;
+            note(e, n, err);
     if ((n = config_take(root, "threads"))) {
         long v;
         if ((r = config_int(n, 0, 1024, &v, err, errlen)))
-            return r;
-        srv->n_threads = (unsigned)v;
+            note(e, n, err);
+        else
+            srv->n_threads = (unsigned)v;
     }
     if ((n = config_take(root, "keep_alive_timeout")) &&
         (r = seconds(n, &srv->wcfg.keep_alive_s, err, errlen)))
-        return r;
+        note(e, n, err);
     if ((n = config_take(root, "request_timeout")) &&
         (r = seconds(n, &srv->wcfg.request_timeout_s, err, errlen)))
-        return r;
+        note(e, n, err);
     if ((n = config_take(root, "shutdown_timeout")) &&
         (r = seconds(n, &srv->wcfg.shutdown_grace_s, err, errlen)))
-        return r;
+        note(e, n, err);
     struct http_config *h = &srv->http;
     if ((n = config_take(root, "max_request_head")) &&
         (r = size_in(n, 256, 1 << 20, &h->limits.max_head, err, errlen)))
-        return r;
+        note(e, n, err);
     if ((n = config_take(root, "max_request_target")) &&
         (r = size_in(n, 16, 1 << 20, &h->limits.max_target, err, errlen)))
-        return r;
+        note(e, n, err);
     if ((n = config_take(root, "max_request_body")) &&
         (r = size_in(n, 0, SIZE_MAX, &h->max_body, err, errlen)))
-        return r;
+        note(e, n, err);
     if ((n = config_take(root, "server_header"))) {
-        if (strlen(n->value) > 100 || strpbrk(n->value, "\r\n"))
-            return config_error(n, err, errlen, "must be one short line");
-        h->server_hdr_len = n->value[0] ? (size_t)snprintf(h->server_hdr, sizeof(h->server_hdr),
-                                                           "Server: %s\r\n", n->value)
-                                        : 0;
+        if (strlen(n->value) > 100 || strpbrk(n->value, "\r\n")) {
+            config_error(n, err, errlen, "must be one short line");
+            note(e, n, err);
+        } else
+            h->server_hdr_len = n->value[0] ? (size_t)snprintf(h->server_hdr, sizeof(h->server_hdr),
+                                                               "Server: %s\r\n", n->value)
+                                            : 0;
     }
     if ((n = config_take(root, "error_template"))) {
         char why[512];
         struct tpl *t = tpl_compile_file(n->value, &http_error_desc, why, sizeof(why));
-        if (!t)
-            return config_error(n, err, errlen, "%s", why);
-        tpl_free(srv->error_tpl);
-        srv->error_tpl = t;
+        if (!t) {
+            config_error(n, err, errlen, "%s", why);
+            note(e, n, err);
+        } else {
+            tpl_free(srv->error_tpl);
+            srv->error_tpl = t;
+        }
     }
     if ((n = config_take(root, "accept"))) {
         if (!strcmp(n->value, "thread"))
@@ -267,14 +296,25 @@ static int load_config(struct colibri_server *srv, struct config *cfg, char *err
         else if (!strcmp(n->value, "reuseport"))
             srv->accept_thread = false;
         else
-            return config_error(n, err, errlen, "expected 'reuseport' or 'thread'");
+            note(e, n, (config_error(n, err, errlen, "expected 'reuseport' or 'thread'"), err));
     }
     if ((r = logs_load(&srv->logs, root, err, errlen)))
-        return r;
+        note(e, NULL, err);
     while ((n = config_take(root, "site")))
-        if ((r = load_site(srv, n, err, errlen)))
-            return r;
-    return config_check_unused(cfg, err, errlen);
+        if ((r = load_site(srv, n, e, err, errlen)))
+            note(e, n, err);
+    /* what nobody took, every key of it */
+    while (config_take_unused(cfg, err, errlen))
+        note(e, NULL, err);
+}
+
+static int load_config(struct colibri_server *srv, struct config *cfg, char *err, size_t errlen)
+{
+    struct errs e = {.buf = err, .cap = errlen};
+    if (errlen)
+        err[0] = '\0';
+    load_settings(srv, cfg, &e);
+    return e.n ? -EINVAL : 0;
 }
 
 static int adopt_config(struct colibri_server *srv, struct config *cfg, char *err, size_t errlen)
