@@ -28,6 +28,9 @@ struct env {
     _Atomic long stale_seen;
     _Atomic long bad; /* callbacks saw a dead entry (checked by the main thread) */
     bool fail;
+    struct cache *self;   /* for create() to call cache_invalidate (race test) */
+    const char *race_key; /* create() of this key invalidates race_with */
+    const char *race_with;
 };
 
 static struct cache_entry *item_create(void *ctx, const char *key, size_t len,
@@ -38,6 +41,8 @@ static struct cache_entry *item_create(void *ctx, const char *key, size_t len,
         *err = -ENOENT;
         return NULL;
     }
+    if (env->race_key && len == strlen(env->race_key) && !memcmp(key, env->race_key, len))
+        cache_invalidate(env->self, env->race_with, strlen(env->race_with));
     struct item *it = calloc(1, sizeof(*it));
     if (!it)
         return NULL;
@@ -390,9 +395,124 @@ TEST(free_with_thread_right_away)
     CHECK_EQ_INT(atomic_load(&env.destroyed), 10);
 }
 
+TEST(invalidate_exact)
+{
+    struct env env = {.clock = 1000};
+    struct cache *c =
+        cache_new(&fake_ops, &env, &(struct cache_params){.ttl_ms = 100000, .no_thread = true});
+    struct item *a = get(c, "d/a"), *b = get(c, "d/ab");
+    cache_invalidate(c, "d/a", 3);
+    CHECK_EQ_INT(a->magic, MAGIC_LIVE); /* still held */
+    CHECK_EQ_INT(atomic_load(&env.destroyed), 0);
+    cache_put(c, &a->base);
+    CHECK_EQ_INT(atomic_load(&env.destroyed), 1);
+    struct item *a2 = get(c, "d/a"), *b2 = get(c, "d/ab");
+    CHECK(b2 == b);                  /* a longer key is not touched */
+    CHECK_EQ_INT(a2->generation, 0); /* rebuilt without a stale entry */
+    CHECK_EQ_INT(atomic_load(&env.created), 3);
+    cache_invalidate(c, "nothing", 7); /* absent: no effect */
+    struct cache_stats st;
+    cache_get_stats(c, &st);
+    CHECK_EQ_INT(st.entries, 2);
+    CHECK_EQ_INT(st.invalidated, 1);
+    cache_put(c, &a2->base);
+    cache_put(c, &b->base);
+    cache_put(c, &b2->base);
+    cache_free(c);
+    CHECK_EQ_INT(atomic_load(&env.created), atomic_load(&env.destroyed));
+}
+
+TEST(invalidate_prefix_and_all)
+{
+    struct env env = {.clock = 1000};
+    struct cache *c =
+        cache_new(&fake_ops, &env, &(struct cache_params){.ttl_ms = 100000, .no_thread = true});
+    const char *keys[] = {"d/", "d/a", "d/e/f", "d", "dx/a", "x"};
+    for (size_t i = 0; i < N_ELEMENTS(keys); i++)
+        cache_put(c, &get(c, keys[i])->base);
+    cache_invalidate_prefix(c, "d/", 2);
+    struct cache_stats st;
+    cache_get_stats(c, &st);
+    CHECK_EQ_INT(st.entries, 3); /* "d", "dx/a", "x" stay */
+    CHECK_EQ_INT(st.invalidated, 3);
+    long created = atomic_load(&env.created);
+    cache_put(c, &get(c, "dx/a")->base);
+    cache_put(c, &get(c, "d")->base);
+    CHECK_EQ_INT(atomic_load(&env.created), created);
+    cache_put(c, &get(c, "d/a")->base);
+    CHECK_EQ_INT(atomic_load(&env.created), created + 1);
+    cache_invalidate_prefix(c, "", 0);
+    cache_get_stats(c, &st);
+    CHECK_EQ_INT(st.entries, 0);
+    CHECK_EQ_INT(atomic_load(&env.created), atomic_load(&env.destroyed));
+    cache_free(c);
+}
+
+/* An entry whose building overlaps an invalidation is handed out, not kept. */
+TEST(invalidate_during_create_is_not_kept)
+{
+    struct env env = {.clock = 1000, .race_key = "slow", .race_with = "other"};
+    struct cache *c =
+        cache_new(&fake_ops, &env, &(struct cache_params){.ttl_ms = 100000, .no_thread = true});
+    env.self = c;
+    struct item *a = get(c, "slow");
+    CHECK(a != NULL);
+    struct cache_stats st;
+    cache_get_stats(c, &st);
+    CHECK_EQ_INT(st.entries, 0);
+    CHECK_EQ_INT(st.privates, 1);
+    cache_put(c, &a->base);
+    CHECK_EQ_INT(atomic_load(&env.destroyed), 1);
+    env.race_key = NULL;
+    struct item *b = get(c, "slow"), *b2 = get(c, "slow");
+    CHECK(b == b2); /* kept once nothing overlaps */
+    cache_put(c, &b->base);
+    cache_put(c, &b2->base);
+    cache_free(c);
+    CHECK_EQ_INT(atomic_load(&env.created), atomic_load(&env.destroyed));
+}
+
+static _Atomic bool stop_invalidating;
+
+static void *invalidator(void *p)
+{
+    struct cache *c = p;
+    char key[16];
+    for (unsigned i = 0; !atomic_load(&stop_invalidating); i++) {
+        if (i % 16 == 0) {
+            cache_invalidate_prefix(c, "key1", 4);
+        } else {
+            snprintf(key, sizeof(key), "key%u", i % N_KEYS);
+            cache_invalidate(c, key, strlen(key));
+        }
+    }
+    return NULL;
+}
+
+TEST(threads_with_invalidator)
+{
+    struct env env = {0};
+    struct cache *c = cache_new(&real_ops, &env, &(struct cache_params){.ttl_ms = 100000});
+    pthread_t inv;
+    atomic_store(&stop_invalidating, false);
+    CHECK_EQ_INT(pthread_create(&inv, NULL, invalidator, c), 0);
+    run_threads(c, &env, false);
+    atomic_store(&stop_invalidating, true);
+    pthread_join(inv, NULL);
+    struct cache_stats st;
+    cache_get_stats(c, &st);
+    CHECK(st.invalidated > 0);
+    cache_free(c);
+    CHECK_EQ_INT(atomic_load(&env.created), atomic_load(&env.destroyed));
+}
+
 int main(void)
 {
     RUN(hit_after_miss);
+    RUN(invalidate_exact);
+    RUN(invalidate_prefix_and_all);
+    RUN(invalidate_during_create_is_not_kept);
+    RUN(threads_with_invalidator);
     RUN(expiry_rebuilds_with_stale);
     RUN(prune_removes_only_expired);
     RUN(ttl_zero_gives_private_entries);

@@ -39,7 +39,10 @@ struct cache {
     uint32_t ttl_ms;
     uint32_t max_entries;
     _Atomic uint32_t entries;
-    _Atomic uint64_t misses, privates, pruned;
+    _Atomic uint64_t misses, privates, pruned, invalidated;
+    /* bumped by every invalidation, before it removes anything: an entry
+     * whose create() saw another value is not kept (insert) */
+    _Atomic uint64_t gen;
 
     /* the pruning thread */
     bool has_thread;
@@ -73,8 +76,10 @@ static uint64_t mix(uint64_t h)
     return h;
 }
 
-/* Eight bytes at a time; keys are paths, a few dozen bytes. */
-static uint64_t hash_key(uint64_t seed, const char *p, size_t len)
+/* Eight bytes at a time; keys are paths, a few dozen bytes. Inlined into
+ * cache_get() as when it was its only caller (invalidate is the other). */
+static inline __attribute__((always_inline)) uint64_t hash_key(uint64_t seed, const char *p,
+                                                               size_t len)
 {
     uint64_t h = seed ^ (len * 0x9e3779b97f4a7c15ull);
     while (len >= 8) {
@@ -167,7 +172,7 @@ static struct cache_entry *make_private(struct cache *c, struct cache_entry *e)
  * free, replacing an expired entry. Returns the entry for the caller: fresh,
  * or one somebody else inserted meanwhile. */
 static struct cache_entry *insert(struct cache *c, struct shard *s, struct cache_entry *fresh,
-                                  uint64_t now)
+                                  uint64_t now, uint64_t gen)
 {
     struct cache_entry *old = NULL, *theirs = NULL;
     char *key = malloc(fresh->key_len + 1);
@@ -178,6 +183,12 @@ static struct cache_entry *insert(struct cache *c, struct shard *s, struct cache
     fresh->key = key;
     if (!key || pthread_rwlock_trywrlock(&s->lock))
         return make_private(c, fresh);
+    /* under the lock: an invalidation bumps gen before it takes the lock to
+     * remove, so either it sees this entry or this sees its gen */
+    if (atomic_load_explicit(&c->gen, memory_order_relaxed) != gen) {
+        pthread_rwlock_unlock(&s->lock);
+        return make_private(c, fresh);
+    }
 
     struct cache_entry **pp = slot_of(s, fresh->hash, fresh->key, fresh->key_len);
     if (*pp && now < (*pp)->expires_ms) {
@@ -239,6 +250,7 @@ struct cache_entry *cache_get(struct cache *c, const char *key, size_t key_len, 
     }
 
     atomic_fetch_add_explicit(&c->misses, 1, memory_order_relaxed);
+    uint64_t gen = atomic_load(&c->gen);
     int r = -ENOMEM;
     struct cache_entry *fresh = c->ops->create(c->ctx, key, key_len, stale, &r);
     if (stale)
@@ -259,7 +271,67 @@ struct cache_entry *cache_get(struct cache *c, const char *key, size_t key_len, 
             atomic_fetch_add_explicit(&c->privates, 1, memory_order_relaxed);
         return fresh;
     }
-    return insert(c, s, fresh, now);
+    return insert(c, s, fresh, now, gen);
+}
+
+/* Unlinks from s the entries key matches (exact, or as a prefix) onto
+ * *dead; returns how many. Called with s locked exclusively. */
+static size_t unlink_matching(struct shard *s, const char *key, size_t len, bool prefix, uint64_t h,
+                              struct cache_entry **dead)
+{
+    size_t n = 0;
+    uint32_t b = prefix ? 0 : (uint32_t)(h & s->mask), last = prefix ? s->mask : b;
+    for (; b <= last; b++) {
+        struct cache_entry **pp = &s->buckets[b];
+        while (*pp) {
+            struct cache_entry *e = *pp;
+            bool match = prefix ? e->key_len >= len && !memcmp(e->key, key, len)
+                                : e->hash == h && e->key_len == len && !memcmp(e->key, key, len);
+            if (!match) {
+                pp = &e->next;
+                continue;
+            }
+            *pp = e->next;
+            e->next = *dead;
+            *dead = e;
+            s->n--;
+            n++;
+        }
+    }
+    return n;
+}
+
+static void invalidate(struct cache *c, const char *key, size_t len, bool prefix)
+{
+    atomic_fetch_add(&c->gen, 1); /* first: see insert() */
+    uint64_t h = prefix ? 0 : hash_key(c->seed, key, len);
+    struct cache_entry *dead = NULL;
+    size_t n = 0;
+    for (unsigned i = 0; i < N_SHARDS; i++) {
+        struct shard *s = &c->shards[i];
+        if (!prefix && s != shard_of(c, h))
+            continue;
+        pthread_rwlock_wrlock(&s->lock);
+        n += unlink_matching(s, key, len, prefix, h, &dead);
+        pthread_rwlock_unlock(&s->lock);
+    }
+    while (dead) {
+        struct cache_entry *next = dead->next;
+        atomic_fetch_sub_explicit(&c->entries, 1, memory_order_relaxed);
+        cache_put(c, dead);
+        dead = next;
+    }
+    atomic_fetch_add_explicit(&c->invalidated, n, memory_order_relaxed);
+}
+
+void cache_invalidate(struct cache *c, const char *key, size_t key_len)
+{
+    invalidate(c, key, key_len, false);
+}
+
+void cache_invalidate_prefix(struct cache *c, const char *prefix, size_t len)
+{
+    invalidate(c, prefix, len, true);
 }
 
 static bool any_expired(const struct shard *s, uint64_t now)
@@ -334,6 +406,7 @@ void cache_get_stats(struct cache *c, struct cache_stats *out)
         .misses = atomic_load(&c->misses),
         .privates = atomic_load(&c->privates),
         .pruned = atomic_load(&c->pruned),
+        .invalidated = atomic_load(&c->invalidated),
         .entries = atomic_load(&c->entries),
     };
 }

@@ -12,6 +12,12 @@
  * parts can be shared), and a low-priority thread removes expired entries
  * nobody asks for.
  *
+ * An entry can also be dropped before its time (cache_invalidate*), when
+ * its owner learns that what it was built from changed: the next
+ * cache_get() for its key builds a new one without a stale entry to share
+ * from, and an entry whose building overlapped an invalidation is handed
+ * to its caller but not kept (see cache_invalidate).
+ *
  * Threads: cache_get() and cache_put() may be called from any number of
  * threads at once. They never wait for a lock: when a shard is busy the
  * caller gets a private entry that is built for it alone and destroyed at
@@ -57,10 +63,11 @@ struct cache_params {
 };
 
 struct cache_stats {
-    uint64_t misses;   /* create calls */
-    uint64_t privates; /* entries handed out without being kept */
-    uint64_t pruned;   /* expired entries removed by cache_prune */
-    uint32_t entries;  /* in the table now */
+    uint64_t misses;      /* create calls */
+    uint64_t privates;    /* entries handed out without being kept */
+    uint64_t pruned;      /* expired entries removed by cache_prune */
+    uint64_t invalidated; /* entries removed by cache_invalidate* */
+    uint32_t entries;     /* in the table now */
 };
 
 /* NULL on failure (out of memory, or the thread could not start). ops and
@@ -77,5 +84,18 @@ void cache_put(struct cache *c, struct cache_entry *e);
 /* Removes the expired entries now (what the pruning thread does); returns
  * how many. Waits for the shard locks: not for the hot path. */
 size_t cache_prune(struct cache *c);
+/* Removes the entry for key now, whichever its age; entries handed out
+ * stay valid until put back. Any thread; waits for one shard's lock (held
+ * by others for a few pointer moves), so not for a worker's hot path.
+ *
+ * An entry whose create() began before an invalidation (of any key) and
+ * whose insertion comes after it is not kept: it may have been built from
+ * what was just changed. So a cache_get() that begins after
+ * cache_invalidate*() has returned is never handed an entry for a removed
+ * key whose create() began before the call did. */
+void cache_invalidate(struct cache *c, const char *key, size_t key_len);
+/* The same for every key that begins with prefix (len 0: every entry). */
+void cache_invalidate_prefix(struct cache *c, const char *prefix, size_t len);
+
 /* Approximate, for tests and diagnostics. */
 void cache_get_stats(struct cache *c, struct cache_stats *out);

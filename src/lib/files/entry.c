@@ -8,7 +8,8 @@
  * When an entry expires and the file's identity (device, inode, size, mtime,
  * ctime) is unchanged, the new entry shares the old one's contents and
  * compressed copies: a hot file is compressed once per version, not once
- * per cache_for. */
+ * per cache_for. An entry removed because inotify reported a change is
+ * rebuilt from scratch (cache_invalidate: no stale entry is passed). */
 #include "files/files.h"
 
 #include <errno.h>
@@ -594,6 +595,8 @@ static struct cache_entry *entry_create(void *ctx, const char *key, size_t len,
     struct files *f = ctx;
     const struct fentry *stale = (const struct fentry *)stale_ce;
     struct stat st;
+    /* before anything is read: a change from now on is reported */
+    files_watch_ensure(f->watch, key, len);
     int fd = open_key(f, key, len, &st);
     if (fd < 0) {
         *err = fd;

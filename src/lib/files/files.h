@@ -17,6 +17,8 @@
  *    file or a listing.
  * Each entry carries its header lines preformatted per coding, so a hit
  * costs a hash lookup, one pass over the request headers and the write.
+ * An entry lives for cache_for, or until inotify reports a change to what
+ * it was built from (watch.h), whichever comes first.
  *
  * Every lookup is relative to the root directory, opened once, one path
  * component at a time with O_NOFOLLOW, so nothing outside the root can be
@@ -32,6 +34,7 @@
 #include "cache/cache.h"
 #include "colibri.h"
 #include "files/realpath.h"
+#include "files/watch.h"
 #include "http/accept_encoding.h"
 
 /* measured (bench/RESULTS.md): from memory with writev is cheaper than
@@ -66,8 +69,9 @@ struct files {
     const char *boundary;         /* inside multipart */
     struct files_listing *lister; /* with listing = true */
     struct cache *cache;
-    size_t mem_max;          /* file bytes kept in memory at most... */
-    _Atomic size_t mem_used; /* ...and now; beyond, small files go by fd */
+    struct files_watch *watch; /* NULL: entries live for cache_for (watch.h) */
+    size_t mem_max;            /* file bytes kept in memory at most... */
+    _Atomic size_t mem_used;   /* ...and now; beyond, small files go by fd */
 };
 
 /* Bytes shared by the entries of one version of a file. */

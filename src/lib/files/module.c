@@ -49,7 +49,8 @@ static const struct colibri_handler files_handler = {
 static void files_free(void *p)
 {
     struct files *f = p;
-    cache_free(f->cache); /* joins the pruning thread */
+    files_watch_free(f->watch); /* joins its thread, which uses the cache */
+    cache_free(f->cache);       /* joins the pruning thread */
     files_listing_free(f->lister);
     if (f->root_fd >= 0)
         close(f->root_fd);
@@ -131,6 +132,9 @@ static int add(struct colibri_server *srv, const char *prefix, const char *root,
     f->cache = cache_new(&files_entry_ops, f, &cp);
     if (!f->cache)
         goto out_free;
+    /* without inotify, entries are refreshed after cache_for only */
+    if (cp.ttl_ms)
+        f->watch = files_watch_new(f->root_abs, f->cache);
 
     /* the route owns f from here, and frees it if it cannot be added */
     return colibri_server_add_route(srv, prefix, &files_handler, f, files_free, err, errlen);
