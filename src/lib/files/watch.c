@@ -20,6 +20,8 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include "base/log.h"
+
 #define BUCKETS 1024
 
 #define WATCH_MASK                                                                                 \
@@ -123,8 +125,16 @@ static bool watch_one(struct files_watch *w, const char *key, size_t len)
     /* the root's own links were resolved at start; below, a link to a
      * directory is followed, as the request's path was */
     int wd = inotify_add_watch(w->ifd, path, WATCH_MASK);
-    if (wd < 0)
-        return false; /* ENOSPC: max_user_watches; ENOENT: gone */
+    if (wd < 0) {
+        /* ENOENT: gone meanwhile; anything else (ENOSPC: max_user_watches):
+         * this directory's files are trusted for cache_for, as without
+         * inotify */
+        if (errno != ENOENT)
+            LOG_LIMITED(LOG_WARN,
+                        "serve_files: cannot watch %s: %s (changes there are seen after cache_for)",
+                        path, strerror(errno));
+        return false;
+    }
     struct wdir *d = malloc(sizeof(*d) + len + 1);
     if (!d) {
         /* the watch stays: its events find no key and are ignored */
