@@ -354,6 +354,10 @@ static void begin_stop(struct worker *w)
     w->stopping = true;
     w->stop_deadline = w->now + w->cfg->shutdown_grace_s;
     for (unsigned i = 0; i < w->n_listen; i++) {
+        /* out of epoll first: closing an fd removes it from epoll only
+         * when it was the socket's last fd, and a shared socket's other
+         * dups (and systemd's copy) keep it open and reporting */
+        epoll_ctl(w->epfd, EPOLL_CTL_DEL, w->listen_fds[i], NULL);
         close(w->listen_fds[i]);
         w->listen_fds[i] = -1;
     }
@@ -448,7 +452,14 @@ int worker_init(struct worker *w, const struct worker_cfg *cfg, unsigned idx, st
     if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wake_fd, &ev) < 0)
         return -errno;
     for (unsigned i = 0; i < n_listen; i++) {
-        ev = (struct epoll_event){.events = EPOLLIN,
+        /* a socket every worker waits on (dups of one fd, from systemd):
+         * EPOLLEXCLUSIVE wakes one worker that is waiting in epoll_wait
+         * per connection instead of all of them; a busy worker's entry
+         * does not count as a wake-up, so the next idle one gets it. It
+         * works with level triggering: the worker woken accepts a batch,
+         * and what it leaves stays ready on its epoll. */
+        bool shared = cfg->listen_shared && cfg->listen_shared[i];
+        ev = (struct epoll_event){.events = EPOLLIN | (shared ? EPOLLEXCLUSIVE : 0),
                                   .data.u64 = EV_LISTEN_AT(i) | (uint32_t)listen_fds[i]};
         if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, listen_fds[i], &ev) < 0)
             return -errno;

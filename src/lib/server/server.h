@@ -15,6 +15,7 @@
 #include "http/vhost.h"
 #include "rt/worker.h"
 #include "server/listen.h"
+#include "server/privs.h"
 
 struct config;
 struct tpl;
@@ -49,6 +50,8 @@ struct colibri_server {
     struct http_config http;
     struct tpl *error_tpl; /* owned; http.error_tpl points to it */
     bool *proxy_protocol;  /* by listener; http.proxy_protocol points to it */
+    bool *listen_shared;   /* by listener: one socket shared by all workers (systemd's) */
+    struct privs privs;    /* "user", "chroot" */
     bool accept_thread;    /* accept = thread: one acceptor deals fds to workers */
     int acceptor_wake;     /* eventfd, acceptor mode only */
     int *acceptor_fds;
