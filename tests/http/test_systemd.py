@@ -513,3 +513,45 @@ def test_non_root_cannot_become_another_user(world_dir):
         assert "warning" not in proc.stderr()
     finally:
         assert proc.stop() == 0
+
+
+# --- contrib/ unit files ----------------------------------------------------------
+
+
+CONTRIB = Path(__file__).resolve().parents[2] / "contrib"
+
+
+def test_units_verify(tmp_path):
+    """systemd-analyze verify accepts the units (ExecStart pointed at the
+    binary under test, as /usr/local/bin/colibri is not installed here)."""
+    analyze = shutil.which("systemd-analyze")
+    if not analyze:
+        pytest.skip("systemd-analyze not installed")
+    unit = (CONTRIB / "colibri.service").read_text()
+    assert "ExecStart=/usr/local/bin/colibri -c /etc/colibri/colibri.conf\n" in unit
+    assert "Type=notify\n" in unit
+    (tmp_path / "colibri.service").write_text(unit.replace("/usr/local/bin/colibri", str(colibri_bin())))
+    shutil.copy(CONTRIB / "colibri.socket", tmp_path / "colibri.socket")
+    p = subprocess.run([analyze, "verify", str(tmp_path / "colibri.socket"), str(tmp_path / "colibri.service")], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "colibri" not in p.stderr, p.stderr  # no warning about our units
+
+
+@need_activate
+def test_contrib_config_takes_the_socket_unit_names(tmp_path):
+    """contrib/colibri.conf serves the socket that contrib/colibri.socket
+    names, as systemd would pass it (here through systemd-socket-activate
+    on a loopback port instead of port 80)."""
+    sock = (CONTRIB / "colibri.socket").read_text()
+    name = re.search(r"^FileDescriptorName=(\S+)$", sock, re.M).group(1)
+    root = tmp_path / "html"
+    root.mkdir()
+    (root / "index.html").write_text("it works\n")
+    conf = write_conf(tmp_path, (CONTRIB / "colibri.conf").read_text().replace("/var/www/html", str(root)))
+    proc, (port,) = activate(tmp_path, conf, names=(name,))
+    try:
+        proc.wait_line(r"^colibri: listening on http://127\.0\.0\.1:%d$" % port)
+        r = get(port, "/")
+        assert r.status == 200 and r.body == b"it works\n"
+    finally:
+        assert proc.stop() == 0
