@@ -246,41 +246,75 @@ def test_listen_pid_of_another_process_is_ignored(tmp_path):
     assert "%s:1: listener: the sockets in LISTEN_FDS are not for this process (LISTEN_PID=1" % conf in p.stderr
 
 
-def test_inherited_fd_by_hand(tmp_path):
-    """The protocol without systemd-socket-activate: a wrapper shell passes a
-    listening socket as fd 3 with LISTEN_PID set to its own pid, then execs
-    colibri.  The socket is served, and colibri made it close-on-exec (no
-    child inherits it) and non-blocking."""
-    conf = write_conf(tmp_path, "listener systemd\nthreads = 2\n%s" % SITE)
+def start_by_hand(tmp_path, s, conf, out, accept="reuseport"):
+    """colibri with the listening socket s passed as fd 3 by a wrapper shell
+    that sets LISTEN_PID to its own pid and execs colibri (what systemd
+    does); the caller keeps its copy of s, as systemd keeps its own."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LISTEN_")}
-    out = tmp_path / "wrap.txt"
-    with socket.socket() as s, open(out, "wb") as err:
-        s.bind(("127.0.0.1", 0))
-        s.listen(16)
-        port = s.getsockname()[1]
-        fd = os.dup(s.fileno())  # a free number, not one pytest holds
-        try:
+    fd = os.dup(s.fileno())  # a free number, not one pytest holds
+    try:
+        with open(out, "wb") as err:
             pr = subprocess.Popen(
                 ["bash", "-c", 'exec 3<&%d %d<&-; LISTEN_PID=$$ LISTEN_FDS=1 LISTEN_FDNAMES=web exec "$0" "$@"' % (fd, fd), str(colibri_bin()), "-c", str(conf)],
                 pass_fds=(fd,), stdout=err, stderr=err, stdin=subprocess.DEVNULL, env=env,
             )
+    finally:
+        os.close(fd)
+    deadline = time.monotonic() + 5
+    while "listening on" not in out.read_text() and time.monotonic() < deadline and pr.poll() is None:
+        time.sleep(0.02)
+    assert "colibri: listening on http://127.0.0.1:%d\n" % s.getsockname()[1] in out.read_text(), out.read_text()
+    return pr
+
+
+@pytest.mark.parametrize("accept", ["reuseport", "thread"])
+def test_inherited_socket_outlives_a_graceful_stop(tmp_path, accept):
+    """The socket passed is served; colibri made it close-on-exec (no child
+    inherits it) and non-blocking; a graceful stop leaves the socket to its
+    other holder (systemd; here the test) still listening, and the next
+    colibri started on it serves it again."""
+    conf = write_conf(tmp_path, "listener systemd:web\nthreads = 2\naccept = %s\n%s" % (accept, SITE))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(16)
+        port = s.getsockname()[1]
+        for run in range(2):
+            out = tmp_path / ("wrap%d.txt" % run)
+            pr = start_by_hand(tmp_path, s, conf, out, accept)
+            try:
+                for _ in range(10):
+                    assert get(port).status == 200
+                fdinfo = Path("/proc/%d/fdinfo/3" % pr.pid).read_text()
+                flags = int(re.search(r"flags:\s+(\d+)", fdinfo).group(1), 8)
+                assert flags & os.O_CLOEXEC, fdinfo
+                assert flags & os.O_NONBLOCK, fdinfo
+            finally:
+                pr.send_signal(signal.SIGTERM)
+                assert pr.wait(10) == 0
+            assert not SANITIZER_RE.search(out.read_bytes()), out.read_text()
+            # still listening: a connection made now waits for the next start
+            with socket.create_connection(("127.0.0.1", port), timeout=2):
+                pass
+            s.settimeout(2)
+            s.accept()[0].close()
+
+
+def test_socket_taken_twice_is_an_error(tmp_path):
+    conf = write_conf(tmp_path, "listener systemd\nlistener systemd:web\n%s" % SITE)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(16)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LISTEN_")}
+        fd = os.dup(s.fileno())
+        try:
+            p = subprocess.run(
+                ["bash", "-c", 'exec 3<&%d %d<&-; LISTEN_PID=$$ LISTEN_FDS=1 LISTEN_FDNAMES=web exec "$0" "$@"' % (fd, fd), str(colibri_bin()), "-c", str(conf)],
+                pass_fds=(fd,), capture_output=True, text=True, timeout=10, env=env,
+            )
         finally:
             os.close(fd)
-    # our copies are closed: the server's keeps the socket
-    try:
-        deadline = time.monotonic() + 5
-        while "listening on" not in out.read_text() and time.monotonic() < deadline and pr.poll() is None:
-            time.sleep(0.02)
-        assert "colibri: listening on http://127.0.0.1:%d\n" % port in out.read_text()
-        assert get(port).status == 200
-        fdinfo = Path("/proc/%d/fdinfo/3" % pr.pid).read_text()
-        flags = int(re.search(r"flags:\s+(\d+)", fdinfo).group(1), 8)
-        assert flags & os.O_CLOEXEC, fdinfo
-        assert flags & os.O_NONBLOCK, fdinfo
-    finally:
-        pr.send_signal(signal.SIGTERM)
-        assert pr.wait(10) == 0
-    assert not SANITIZER_RE.search(out.read_bytes())
+    assert p.returncode == 1
+    assert "colibri: %s:2: listener: systemd socket fd 3 ('web') is taken by another listener already" % conf in p.stderr
 
 
 # --- sd_notify ------------------------------------------------------------------------
