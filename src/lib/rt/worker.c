@@ -242,6 +242,13 @@ static void take_handed_fds(struct worker *w)
     }
 }
 
+/* An fd held in reserve for accept_one(). An eventfd, not /dev/null: it
+ * needs no file system, so it can be made again after a chroot. */
+static int spare_open(void)
+{
+    return eventfd(0, EFD_CLOEXEC);
+}
+
 /* One connection from a listening socket, or -1 when there is none to take
  * now (EAGAIN, or an error the next wake-up may not have). Out of fds, the
  * pending connection would keep the level-triggered socket readable and
@@ -262,7 +269,7 @@ static int accept_one(int lfd, int *spare)
         fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd >= 0)
             close(fd);
-        *spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        *spare = spare_open();
         if (fd < 0)
             return -1;
     }
@@ -292,7 +299,7 @@ void acceptor_run(struct worker *workers, unsigned n, const int *listen_fds, uns
                                   .data.u64 = EV_LISTEN_AT(i) | (uint32_t)listen_fds[i]};
         epoll_ctl(epfd, EPOLL_CTL_ADD, listen_fds[i], &ev);
     }
-    int spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int spare = spare_open();
     bool *woken = calloc(n, sizeof(bool));
     while (!*stop && woken) {
         struct epoll_event events[16];
@@ -445,7 +452,7 @@ int worker_init(struct worker *w, const struct worker_cfg *cfg, unsigned idx, st
     tq_init(&w->req_q, conns, CONN_IN_REQ_Q, cfg->request_timeout_s);
     w->epfd = epoll_create1(EPOLL_CLOEXEC);
     w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    w->spare_fd = spare_open();
     if (w->epfd < 0 || w->wake_fd < 0)
         return -errno;
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_WAKE | (uint32_t)w->wake_fd};
