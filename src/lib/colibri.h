@@ -98,8 +98,9 @@ int colibri_server_load_config_string(struct colibri_server *srv, const char *na
                                       const char *text, char *err, size_t errlen);
 
 /* Programmatic set-up, also allowed after a config was loaded. */
-int colibri_server_listen(struct colibri_server *srv, const char *addr, char *err,
-                          size_t errlen); /* "127.0.0.1:8080", "[::1]:80", "*:80" */
+/* "127.0.0.1:8080", "[::1]:80", "*:80"; or "systemd" (every socket passed
+ * by systemd socket activation) or "systemd:NAME" (those named NAME) */
+int colibri_server_listen(struct colibri_server *srv, const char *addr, char *err, size_t errlen);
 /* Routes prefix to the registered handler named handler; data is passed
  * to every call. Prefixes match whole path segments: "/hello" answers
  * "/hello", "/hello/x" and "/hello?x", never "/hellothere"; a prefix

@@ -155,8 +155,8 @@ out_error:
      * when it stops a start */
     for (char *line = err, *nl; line; line = nl ? nl + 1 : NULL) {
         nl = strchr(line, '\n');
-        fprintf(stderr, "%s%.*s\n", check_only ? "" : "colibri: ",
-                nl ? (int)(nl - line) : (int)strlen(line), line);
+        fprintf(stderr, "%s%.*s\n",
+                check_only ? "" : "colibri: ", nl ? (int)(nl - line) : (int)strlen(line), line);
     }
     colibri_server_free(srv);
     return 1;

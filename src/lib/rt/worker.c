@@ -265,6 +265,13 @@ static void note_peer(struct conn_peer *peers, uint32_t max_fds, int fd,
     }
 }
 
+/* An fd held in reserve for accept_one(). An eventfd, not /dev/null: it
+ * needs no file system, so it can be made again after a chroot. */
+static int spare_open(void)
+{
+    return eventfd(0, EFD_CLOEXEC);
+}
+
 /* One connection from a listening socket, or -1 when there is none to take
  * now (EAGAIN, or an error the next wake-up may not have). Out of fds, the
  * pending connection would keep the level-triggered socket readable and
@@ -294,7 +301,7 @@ static int accept_one(int lfd, int *spare, struct conn_peer *peers, uint32_t max
         fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd >= 0)
             close(fd);
-        *spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        *spare = spare_open();
         if (fd >= 0)
             LOG_LIMITED(LOG_ERROR,
                         "accept() failed: %s: out of file descriptors, a connection was closed "
@@ -329,7 +336,7 @@ void acceptor_run(struct worker *workers, unsigned n, const int *listen_fds, uns
                                   .data.u64 = EV_LISTEN_AT(i) | (uint32_t)listen_fds[i]};
         epoll_ctl(epfd, EPOLL_CTL_ADD, listen_fds[i], &ev);
     }
-    int spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int spare = spare_open();
     bool *woken = calloc(n, sizeof(bool));
     while (!*stop && woken) {
         struct epoll_event events[16];
@@ -391,6 +398,10 @@ static void begin_stop(struct worker *w)
     w->stopping = true;
     w->stop_deadline = w->now + w->cfg->shutdown_grace_s;
     for (unsigned i = 0; i < w->n_listen; i++) {
+        /* out of epoll first: closing an fd removes it from epoll only
+         * when it was the socket's last fd, and a shared socket's other
+         * dups (and systemd's copy) keep it open and reporting */
+        epoll_ctl(w->epfd, EPOLL_CTL_DEL, w->listen_fds[i], NULL);
         close(w->listen_fds[i]);
         w->listen_fds[i] = -1;
     }
@@ -489,14 +500,21 @@ int worker_init(struct worker *w, const struct worker_cfg *cfg, unsigned idx, st
     tq_init(&w->req_q, conns, CONN_IN_REQ_Q, cfg->request_timeout_s);
     w->epfd = epoll_create1(EPOLL_CLOEXEC);
     w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    w->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    w->spare_fd = spare_open();
     if (w->epfd < 0 || w->wake_fd < 0)
         return -errno;
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_WAKE | (uint32_t)w->wake_fd};
     if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wake_fd, &ev) < 0)
         return -errno;
     for (unsigned i = 0; i < n_listen; i++) {
-        ev = (struct epoll_event){.events = EPOLLIN,
+        /* a socket every worker waits on (dups of one fd, from systemd):
+         * EPOLLEXCLUSIVE wakes one worker that is waiting in epoll_wait
+         * per connection instead of all of them; a busy worker's entry
+         * does not count as a wake-up, so the next idle one gets it. It
+         * works with level triggering: the worker woken accepts a batch,
+         * and what it leaves stays ready on its epoll. */
+        bool shared = cfg->listen_shared && cfg->listen_shared[i];
+        ev = (struct epoll_event){.events = EPOLLIN | (shared ? EPOLLEXCLUSIVE : 0),
                                   .data.u64 = EV_LISTEN_AT(i) | (uint32_t)listen_fds[i]};
         if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, listen_fds[i], &ev) < 0)
             return -errno;

@@ -30,6 +30,9 @@ struct worker_cfg {
     unsigned max_free_ctx;          /* pooled contexts kept per worker */
     uint32_t shutdown_grace_s;      /* in-flight requests get this long at shutdown */
     const struct conn_proto *proto; /* what every connection speaks */
+    /* by listener index, or NULL: the workers' listen fds for it are dups
+     * of one socket, registered with EPOLLEXCLUSIVE */
+    const bool *listen_shared;
 };
 
 /* Handed-over fds: one producer (the acceptor thread), one consumer (the

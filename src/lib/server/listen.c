@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -63,8 +64,44 @@ int listener_parse(const char *spec, struct listener *l, char *err, size_t errle
     return 0;
 }
 
+int listener_inherit(struct listener *l, int fd, const char *name, char *err, size_t errlen)
+{
+    *l = (struct listener){.inherited = true, .fd = fd};
+    snprintf(l->name, sizeof(l->name), "%s (fd %d)", name, fd);
+    socklen_t len = sizeof(l->addr);
+    if (getsockname(fd, (struct sockaddr *)&l->addr, &len) < 0)
+        return err_set(err, errlen, -errno, NULL, "listener %s: %s", l->name, strerror(errno));
+    l->addr_len = len;
+    if (l->addr.ss_family != AF_INET && l->addr.ss_family != AF_INET6)
+        return err_set(err, errlen, -EAFNOSUPPORT, NULL,
+                       "listener %s: not a TCP socket (address family %d)", l->name,
+                       l->addr.ss_family);
+    return 0;
+}
+
+/* An inherited socket: one per process, so each worker (or the acceptor)
+ * gets a dup of it to own and close; the socket stays open and listening
+ * as long as systemd, or any of our dups, holds it. */
+static int inherited_open(struct listener *l, unsigned defer_s, bool first, char *err,
+                          size_t errlen)
+{
+    if (first) {
+        /* as on a socket of our own; systemd's options may have set them
+         * already, and they outlive us on its socket, which is harmless */
+        int one = 1, defer = (int)defer_s;
+        setsockopt(l->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        setsockopt(l->fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer, sizeof(defer));
+    }
+    int fd = fcntl(l->fd, F_DUPFD_CLOEXEC, 3);
+    if (fd < 0)
+        return err_set(err, errlen, -errno, NULL, "listener %s: dup: %s", l->name, strerror(errno));
+    return fd;
+}
+
 int listener_open(struct listener *l, unsigned defer_s, bool first, char *err, size_t errlen)
 {
+    if (l->inherited)
+        return inherited_open(l, defer_s, first, err, errlen);
     int fd = socket(l->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return err_set(err, errlen, -errno, NULL, "listener %s: socket: %s", l->name,

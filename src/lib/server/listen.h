@@ -1,5 +1,6 @@
 /* listen.h - listening addresses: parsing "127.0.0.1:8080", "[::1]:80",
- * "*:80" or "8080", and opening one socket per worker on each. */
+ * "*:80" or "8080", and opening one socket per worker on each; or a
+ * socket passed by systemd, which every worker shares. */
 #pragma once
 
 #include <stdbool.h>
@@ -11,6 +12,8 @@ struct listener {
     socklen_t addr_len;
     char name[80];       /* as written */
     bool proxy_protocol; /* connections begin with a PROXY header */
+    bool inherited;      /* fd: a socket passed by systemd (not ours to close) */
+    int fd;
 };
 
 /* 0, or -EINVAL with err set. */
@@ -20,5 +23,10 @@ int listener_parse(const char *spec, struct listener *l, char *err, size_t errle
  * is an error; later ones join it with SO_REUSEPORT. defer_s: how long
  * accept() may wait for the first bytes (TCP_DEFER_ACCEPT). */
 int listener_open(struct listener *l, unsigned defer_s, bool first, char *err, size_t errlen);
+/* A listener for fd, a listening socket passed by systemd (named name):
+ * its address read back, for listener_url(). 0 or -errno with err set
+ * (a socket that is not TCP over IPv4 or IPv6). listener_open() then
+ * gives each caller a dup of fd: one socket shared by every worker. */
+int listener_inherit(struct listener *l, int fd, const char *name, char *err, size_t errlen);
 /* "http://127.0.0.1:8080" or "http://[::1]:8080" for the bound address. */
 void listener_url(const struct listener *l, char *buf, size_t len);

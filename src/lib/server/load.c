@@ -79,21 +79,46 @@ static int load_handler(struct colibri_server *srv, const struct config_node *n,
     return 0;
 }
 
-/* "listener ADDR", or "listener ADDR { proxy_protocol = BOOL }" */
+/* "listener ADDR", or "listener ADDR { proxy_protocol = BOOL }"; ADDR
+ * "systemd" or "systemd:NAME" is every socket systemd passed, or those
+ * named NAME, and may make several listeners, all with the block's
+ * options. */
 static int load_listener(struct colibri_server *srv, struct config_node *n, char *err,
                          size_t errlen)
 {
     char why[256];
+    unsigned first = srv->n_listeners;
     int r = colibri_server_listen(srv, n->value, why, sizeof(why));
     if (r)
         return config_error(n, err, errlen, "%s", why);
     if (!n->is_section)
         return 0;
     struct config_node *o;
-    if ((o = config_take(n, "proxy_protocol")) &&
-        (r = config_bool(o, &srv->listeners[srv->n_listeners - 1].proxy_protocol, err, errlen)))
+    bool proxy = false;
+    if ((o = config_take(n, "proxy_protocol")) && (r = config_bool(o, &proxy, err, errlen)))
         return r;
+    for (unsigned i = first; i < srv->n_listeners; i++)
+        srv->listeners[i].proxy_protocol = proxy;
     /* anything else in the block: config_check_unused() names it */
+    return 0;
+}
+
+/* "user = NAME" and "chroot = DIR" (which needs "user"): applied by
+ * colibri_server_run() once the listeners are bound. */
+static int load_privs(struct colibri_server *srv, struct config_node *root, char *err,
+                      size_t errlen)
+{
+    char why[256];
+    struct config_node *user = config_take(root, "user"), *dir = config_take(root, "chroot");
+    if (user && privs_set_user(&srv->privs, user->value, why, sizeof(why)))
+        return config_error(user, err, errlen, "%s", why);
+    if (!dir)
+        return 0;
+    if (!user)
+        return config_error(dir, err, errlen,
+                            "needs 'user' too (a root process can leave a chroot)");
+    if (privs_set_chroot(&srv->privs, dir->value, why, sizeof(why)))
+        return config_error(dir, err, errlen, "%s", why);
     return 0;
 }
 
@@ -244,6 +269,8 @@ static void load_settings(struct colibri_server *srv, struct config *cfg, struct
     while ((n = config_take(root, "listener")))
         if ((r = load_listener(srv, n, err, errlen)))
             note(e, n, err);
+    if ((r = load_privs(srv, root, err, errlen)))
+        note(e, NULL, err);
     if ((n = config_take(root, "threads"))) {
         long v;
         if ((r = config_int(n, 0, 1024, &v, err, errlen)))

@@ -20,6 +20,8 @@
 #include "config/config.h"
 #include "route/trie.h"
 #include "server/builtin.h"
+#include "server/privs.h"
+#include "server/systemd.h"
 #include "tpl/tpl.h"
 
 #define DEFAULT_PORT "8080"
@@ -68,6 +70,8 @@ struct colibri_server *colibri_server_new(void)
     return srv;
 }
 
+static void release_listeners(struct colibri_server *srv);
+
 void colibri_server_free(struct colibri_server *srv)
 {
     if (!srv)
@@ -90,8 +94,10 @@ void colibri_server_free(struct colibri_server *srv)
     tpl_free(srv->error_tpl);
     free(srv->handlers);
     free(srv->modules);
-    free(srv->listeners);
+    release_listeners(srv);
     free(srv->proxy_protocol);
+    free(srv->listen_shared);
+    free(srv->privs.chroot_dir);
     config_free(srv->cfg);
     logs_free(&srv->logs);
     /* last: handlers, modules and route data may live in these libraries */
@@ -208,11 +214,19 @@ int colibri_server_route(struct colibri_server *srv, const char *prefix, const c
     return colibri_server_add_route(srv, prefix, h, data, NULL, err, errlen);
 }
 
-void colibri_server_clear_listeners(struct colibri_server *srv)
+static void release_listeners(struct colibri_server *srv)
 {
+    for (unsigned i = 0; i < srv->n_listeners; i++)
+        if (srv->listeners[i].inherited)
+            sd_release_socket(srv->listeners[i].fd);
     free(srv->listeners);
     srv->listeners = NULL;
     srv->n_listeners = 0;
+}
+
+void colibri_server_clear_listeners(struct colibri_server *srv)
+{
+    release_listeners(srv);
 }
 
 void colibri_server_set_threads(struct colibri_server *srv, unsigned n)
@@ -220,20 +234,46 @@ void colibri_server_set_threads(struct colibri_server *srv, unsigned n)
     srv->n_threads = n;
 }
 
-int colibri_server_listen(struct colibri_server *srv, const char *addr, char *err, size_t errlen)
+static int add_listener(struct colibri_server *srv, const struct listener *l, char *err,
+                        size_t errlen)
 {
-    struct listener l = {0};
-    int r = listener_parse(addr, &l, err, errlen);
-    if (r)
-        return r;
     if (srv->n_listeners >= UINT16_MAX) /* connections carry a 16-bit index */
         return err_set(err, errlen, -E2BIG, NULL, "too many listeners");
     struct listener *n = realloc(srv->listeners, (srv->n_listeners + 1) * sizeof(*n));
     if (!n)
         return err_set(err, errlen, -ENOMEM, NULL, "out of memory");
     srv->listeners = n;
-    srv->listeners[srv->n_listeners++] = l;
+    srv->listeners[srv->n_listeners++] = *l;
     return 0;
+}
+
+/* "systemd" (every socket passed) or "systemd:NAME" (those named NAME):
+ * one listener per socket. */
+static int listen_systemd(struct colibri_server *srv, const char *name, char *err, size_t errlen)
+{
+    if (name && !name[0])
+        return err_set(err, errlen, -EINVAL, NULL, "expected 'systemd' or 'systemd:NAME'");
+    int fds[256];
+    int n = sd_take_sockets(name, fds, N_ELEMENTS(fds), err, errlen), r = 0;
+    for (int i = 0; i < n; i++) {
+        struct listener l;
+        if (!r && !(r = listener_inherit(&l, fds[i], name ? name : "systemd", err, errlen)))
+            r = add_listener(srv, &l, err, errlen);
+        if (r) /* not a listener after all: free for another line */
+            sd_release_socket(fds[i]);
+    }
+    return n < 0 ? n : r;
+}
+
+int colibri_server_listen(struct colibri_server *srv, const char *addr, char *err, size_t errlen)
+{
+    if (!strncmp(addr, "systemd", 7) && (addr[7] == '\0' || addr[7] == ':'))
+        return listen_systemd(srv, addr[7] ? addr + 8 : NULL, err, errlen);
+    struct listener l = {0};
+    int r = listener_parse(addr, &l, err, errlen);
+    if (r)
+        return r;
+    return add_listener(srv, &l, err, errlen);
 }
 
 /* --- running ------------------------------------------------------------------ */
@@ -299,9 +339,24 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
         r = err_set(err, errlen, -ENOMEM, NULL, "out of memory");
         goto out_free;
     }
-    bool any_proxy = false;
+    bool any_proxy = false, any_shared = false;
     for (unsigned j = 0; j < srv->n_listeners; j++)
         any_proxy |= srv->proxy_protocol[j] = srv->listeners[j].proxy_protocol;
+    /* A socket from systemd is one socket, where our own are one per
+     * worker. listener_open() gives each worker (or the acceptor) a dup of
+     * it rather than the one fd to all: each then owns its fd and closes
+     * it at a graceful stop as it does its own sockets, with no fd number
+     * closed twice; systemd's copy keeps the socket listening for the next
+     * start. The workers wait on their dups with EPOLLEXCLUSIVE (worker.c),
+     * so a connection wakes one worker, not all. */
+    free(srv->listen_shared);
+    if (!(srv->listen_shared = calloc(srv->n_listeners, sizeof(bool)))) {
+        r = err_set(err, errlen, -ENOMEM, NULL, "out of memory");
+        goto out_free;
+    }
+    for (unsigned j = 0; j < srv->n_listeners; j++)
+        any_shared |= srv->listen_shared[j] = srv->listeners[j].inherited;
+    srv->wcfg.listen_shared = any_shared ? srv->listen_shared : NULL;
     /* NULL: no listener wants PROXY headers, and run() need not ask */
     srv->http.proxy_protocol = any_proxy ? srv->proxy_protocol : NULL;
     srv->http.n_proxy_protocol = srv->n_listeners;
@@ -373,6 +428,14 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
             srv->accept_thread ? "accept = thread" : "accept = reuseport", srv->max_fds);
     if (srv->logs.access_path)
         log_msg(LOG_DEBUG, "access log: %s", srv->logs.access_path);
+    /* before a chroot: the notify socket's path is looked up here */
+    char why[256];
+    if (sd_notify_open(why, sizeof(why)) < 0)
+        log_msg(LOG_WARN, "%s", why);
+    /* the listeners are bound and the config's files open: root is no
+     * longer needed (threads started from here on run as the user) */
+    if ((r = privs_drop(&srv->privs, err, errlen)))
+        goto out_workers;
 
     /* workers leave SIGINT/SIGTERM to the thread that called us */
     sigset_t block, old;
@@ -392,6 +455,8 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
             break;
         }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!r && !srv->stop_asap)
+        sd_notify_send("READY=1");
     srv->running = 1;
     if (r || srv->stop_asap)
         colibri_server_shutdown(srv);
@@ -442,6 +507,8 @@ out_free:
 
 void colibri_server_shutdown(struct colibri_server *srv)
 {
+    if (!srv->stop_asap) /* once, however many signals come */
+        sd_notify_send("STOPPING=1");
     srv->stop_asap = 1;
     if (!srv->running || !srv->workers)
         return;

@@ -16,6 +16,7 @@
 #include "rt/worker.h"
 #include "server/listen.h"
 #include "server/logs.h"
+#include "server/privs.h"
 
 struct config;
 struct tpl;
@@ -50,6 +51,8 @@ struct colibri_server {
     struct http_config http;
     struct tpl *error_tpl; /* owned; http.error_tpl points to it */
     bool *proxy_protocol;  /* by listener; http.proxy_protocol points to it */
+    bool *listen_shared;   /* by listener: one socket shared by all workers (systemd's) */
+    struct privs privs;    /* "user", "chroot" */
     bool accept_thread;    /* accept = thread: one acceptor deals fds to workers */
     int acceptor_wake;     /* eventfd, acceptor mode only */
     int *acceptor_fds;
