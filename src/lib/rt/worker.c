@@ -132,6 +132,22 @@ static int epoll_add(struct worker *w, int fd)
     return 0;
 }
 
+/* The coroutine began conn_sleep()/conn_wait_fd() (its timer is armed,
+ * its foreign fd registered). Waiting is not stalling: the connection
+ * leaves the timeout queues while its own deadline runs, and its socket
+ * is watched for a hangup (conn_event). Out of line: after_resume() keeps
+ * its small frame. */
+static __attribute__((noinline)) void wait_begin(struct worker *w, int fd, int r)
+{
+    struct conn *c = &w->conns[fd];
+    c->ctx->waiting = (uint8_t)r;
+    c->ctx->new_deadline = true;
+    tq_remove(&w->idle_q, (uint32_t)fd);
+    tq_remove(&w->req_q, (uint32_t)fd);
+    if (!(c->flags & CONN_IN_EPOLL) && epoll_add(w, fd) < 0)
+        conn_close(w, fd);
+}
+
 /* After the coroutine switched back to us: decide what the connection
  * waits for. */
 static void after_resume(struct worker *w, int fd, int r)
@@ -140,17 +156,11 @@ static void after_resume(struct worker *w, int fd, int r)
     struct conn_ctx *ctx = c->ctx;
 
     if (r > 0) {
-        ctx->waiting = (uint8_t)r;
         if (unlikely(r >= CONN_WAIT_TIMER)) {
-            /* waiting is not stalling: out of the timeout queues while
-             * its own deadline runs, watched for a hangup (conn_event) */
-            tq_remove(&w->idle_q, (uint32_t)fd);
-            tq_remove(&w->req_q, (uint32_t)fd);
-            ctx->new_deadline = true;
-            if (!(c->flags & CONN_IN_EPOLL) && epoll_add(w, fd) < 0)
-                conn_close(w, fd);
+            wait_begin(w, fd, r);
             return;
         }
+        ctx->waiting = (uint8_t)r;
         /* A request that has to wait joins the request-timeout queue the
          * first time; writing moves it back (progress), reading does not
          * (a client trickling bytes must still finish in time). */
