@@ -227,6 +227,36 @@ int colibri_req_range(struct colibri_request *req, const char *etag, int64_t las
  * the handler). 0, or -ENOMEM after running fn at once. */
 int colibri_defer(struct colibri_request *req, void (*fn)(void *), void *arg);
 
+/* Waiting without blocking: the connection's coroutine is suspended, the
+ * worker thread serves the others meanwhile. Before it waits, what the
+ * response has buffered goes out (a chunk or event sent with
+ * colibri_resp_send_*() reaches the client before the wait).
+ *
+ * - A client that disconnects (or half-closes) while its handler waits
+ *   ends the handler: the call never returns, the handler's defers run
+ *   (colibri_defer), the connection closes.
+ * - A graceful stop (colibri_server_shutdown, SIGTERM) wakes every waiter
+ *   at once with -ECANCELED, and from then on the calls return -ECANCELED
+ *   at once: the handler should finish its answer and return.
+ * - A waiting request is not a stalled one: the request timeout does not
+ *   run while its handler waits (it starts afresh at the next read or
+ *   write); the handler's own timeouts bound the wait.
+ * - Resolution is a millisecond, on a clock that ticks every 1-4 ms: a wait
+ *   ends at its deadline or a few milliseconds later, never earlier.
+ *
+ * colibri_sleep() returns 0 after ms milliseconds, or -ECANCELED. */
+int colibri_sleep(struct colibri_request *req, unsigned ms);
+#define COLIBRI_WAIT_READ  1u
+#define COLIBRI_WAIT_WRITE 2u
+/* Waits until fd (a pipe, an eventfd, a socket the handler owns; not a
+ * regular file) is ready for events (COLIBRI_WAIT_READ and/or _WRITE), at
+ * most timeout_ms milliseconds (-1: no limit). Returns the ready events
+ * (> 0; a hangup or error on fd reports all asked for, and the next call
+ * on fd tells which), -ETIMEDOUT, -ECANCELED, or -errno when fd cannot be
+ * watched (-EINVAL, -EPERM for a regular file). The handler keeps
+ * ownership of fd; it is watched only during the call. */
+int colibri_wait_fd(struct colibri_request *req, int fd, unsigned events, int timeout_ms);
+
 /* --- response ----------------------------------------------------------- */
 
 /* The MIME type (a static or long-lived string). Default: text/plain. */

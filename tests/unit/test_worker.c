@@ -4,7 +4,10 @@
  * loopback: it answers each line, goes idle between lines (CONN_KEEP),
  * closes on "quit" (CONN_CLOSE), and says "timeout" when a line stays
  * incomplete past the request timeout. The runtime's slots carry its
- * per-connection and per-worker state, and its hooks are called. */
+ * per-connection and per-worker state, and its hooks are called. A line
+ * "sleep N" sleeps N ms on the connection's coroutine (conn_sleep) and
+ * answers "slept R": other connections are served meanwhile, and a
+ * graceful stop wakes the sleeper with -ECANCELED. */
 #include "test.h"
 
 #include <arpa/inet.h>
@@ -12,7 +15,9 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -36,6 +41,16 @@ static enum conn_verdict line_run(struct conn_ctx *ctx)
         char *nl = memchr(start, '\n', ctx->in_len - ctx->in_pos);
         if (nl) {
             size_t len = (size_t)(nl - start) + 1;
+            if (len > 6 && !memcmp(start, "sleep ", 6)) {
+                unsigned ms = (unsigned)atoi(start + 6);
+                ctx->in_pos += len;
+                int r = conn_sleep(ctx, ms);
+                char msg[32];
+                int n = snprintf(msg, sizeof(msg), "slept %d\n", r);
+                strbuf_append(&ctx->out, msg, (size_t)n);
+                conn_flush(ctx);
+                continue;
+            }
             strbuf_append(&ctx->out, start, len);
             ctx->in_pos += len;
             st->lines++;
@@ -186,11 +201,42 @@ TEST(a_protocol_that_is_not_http)
     CHECK_EQ_INT(atomic_load(&lw.timeouts), 1);
     close(c);
 
-    /* a graceful stop closes an idle connection at once */
+    /* a sleep suspends its connection only, and ends after its time */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    c = client(port);
+    send_str(c, "sleep 150\n");
+    int c2 = client(port);
+    send_str(c2, "quick\n");
+    CHECK_EQ_INT(read_n(c2, buf, 6), 6);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    CHECK((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 < 100);
+    close(c2);
+    CHECK_EQ_INT(read_n(c, buf, 8), 8);
+    CHECK(!memcmp(buf, "slept 0\n", 8));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    CHECK((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >= 150);
+    close(c);
+
+    /* a peer that hangs up during a sleep: the connection is closed, the
+     * worker goes on */
+    c = client(port);
+    send_str(c, "sleep 100000\n");
+    usleep(50 * 1000);
+    close(c);
+    usleep(50 * 1000);
+    CHECK_EQ_INT(w.timers.n, 0);
+
+    /* a graceful stop wakes a sleeper at once and closes an idle connection */
+    int sleeper = client(port);
+    send_str(sleeper, "sleep 100000\n");
     c = client(port);
     send_str(c, "x\n");
     CHECK_EQ_INT(read_n(c, buf, 2), 2);
     worker_wake(&w);
+    CHECK_EQ_INT(read_n(sleeper, buf, sizeof(buf)), 11);
+    CHECK(!memcmp(buf, "slept -125\n", 11));
+    close(sleeper);
     CHECK_EQ_INT(pthread_join(t, NULL), 0);
     CHECK_EQ_INT(read_n(c, buf, sizeof(buf)), 0);
     close(c);

@@ -21,6 +21,7 @@
 #include "base/common.h"
 #include "base/strbuf.h"
 #include "rt/coro.h"
+#include "rt/timer.h"
 
 struct worker;
 
@@ -47,6 +48,8 @@ static_assert(sizeof(struct conn) == 32, "two connection entries per cache line"
 enum conn_wait {
     CONN_WAIT_READ = 1,
     CONN_WAIT_WRITE = 2,
+    CONN_WAIT_TIMER = 3, /* conn_sleep(): only the timer */
+    CONN_WAIT_FD = 4,    /* conn_wait_fd(): a foreign fd, and maybe the timer */
 };
 
 /* What the protocol's run() tells the runtime when it returns. */
@@ -107,6 +110,15 @@ struct conn_ctx {
     size_t in_pos, in_len, in_cap;
     struct strbuf out; /* response bytes not written yet (pipelining) */
     struct conn_ctx *next_free;
+    /* conn_sleep() and conn_wait_fd(): the deadline in the worker's timer
+     * heap, the foreign fd registered with epoll (-1: none; a dup() of the
+     * caller's when that fd was registered already) and what the wait
+     * returns */
+    struct timer timer;
+    int wait_fd;
+    bool wait_fd_dup;
+    uint8_t wait_events; /* CONN_WAIT_READ | CONN_WAIT_WRITE asked for */
+    int wait_result;
     alignas(16) unsigned char state[]; /* the protocol's, state_size bytes */
 };
 
@@ -151,6 +163,32 @@ static inline void conn_flush_with(struct conn_ctx *ctx, const void *p, size_t l
 }
 /* sendfile() of len bytes from offset; the header must have gone first. */
 void conn_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len);
+/* Waiting without blocking: the coroutine is suspended, the worker goes on
+ * with the other connections. While a connection waits this way it is in
+ * no timeout queue (waiting is not stalling: the caller's own timeout
+ * bounds it; the request timeout starts afresh at its next read or
+ * write), and its socket stays watched: a hangup, reset or half-close
+ * (EPOLLHUP, EPOLLERR, EPOLLRDHUP) from the peer aborts the coroutine, so
+ * its defers run and the worker closes the connection; the call never
+ * returns. A graceful stop wakes every waiter at once with -ECANCELED,
+ * and once the worker is stopping the calls return -ECANCELED at once.
+ *
+ * Timers have millisecond resolution on CLOCK_MONOTONIC_COARSE (its
+ * granularity is a scheduler tick, 1-4 ms): a wait ends at its deadline
+ * or up to a tick later, never earlier.
+ *
+ * conn_sleep() returns 0 after ms milliseconds (0 only lets the others
+ * run), or -ECANCELED. */
+int conn_sleep(struct conn_ctx *ctx, unsigned ms);
+/* Waits until fd (any pollable fd the caller owns: a pipe, an eventfd, a
+ * socket; not a regular file: -EPERM) is ready for events
+ * (CONN_WAIT_READ | CONN_WAIT_WRITE bits), at most timeout_ms (-1: no
+ * limit). Returns the ready events among those asked for (a hangup or an
+ * error on fd counts as all of them: the next call on fd says what
+ * happened), -ETIMEDOUT, -ECANCELED, or -errno when fd cannot be watched.
+ * The fd is watched only during the call. */
+int conn_wait_fd(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms);
+
 /* Input made progress: the next wait for input gets a fresh request timeout. */
 static inline void conn_progress(struct conn_ctx *ctx)
 {

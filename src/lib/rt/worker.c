@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -17,14 +18,6 @@
 
 #include "base/common.h"
 #include "base/log.h"
-
-/* epoll_event.data.u64: the fd, plus a tag for the worker's own fds and,
- * for a listening socket, its index */
-#define EV_LISTEN       (1ull << 32)
-#define EV_WAKE         (2ull << 32)
-#define EV_FD(u)        ((int)(uint32_t)(u))
-#define EV_LISTENER(u)  ((uint16_t)((u) >> 40))
-#define EV_LISTEN_AT(i) (EV_LISTEN | (uint64_t)(uint16_t)(i) << 40)
 
 /* Pooled contexts above this size are not worth keeping. */
 #define KEEP_BUF_MAX (64 * 1024)
@@ -71,6 +64,8 @@ static struct conn_ctx *ctx_get(struct worker *w)
         return NULL;
     ctx->worker = w;
     ctx->fd = -1;
+    ctx->wait_fd = -1;
+    timer_init(&ctx->timer);
     /* mapped, not malloc()ed: after a burst of connections, the pages of
      * the contexts the pool does not keep go back to the system at once
      * instead of staying in the heap */
@@ -112,6 +107,8 @@ static void conn_close(struct worker *w, int fd)
     if (c->ctx) {
         struct conn_ctx *ctx = c->ctx;
         c->ctx = NULL;
+        if (ctx->waiting >= CONN_WAIT_TIMER)
+            wait_cleanup(w, ctx);
         /* runs the defers of a coroutine that was suspended mid-request */
         coro_reset(ctx->coro, conn_coro_main, ctx);
         ctx_put(w, ctx);
@@ -135,6 +132,22 @@ static int epoll_add(struct worker *w, int fd)
     return 0;
 }
 
+/* The coroutine began conn_sleep()/conn_wait_fd() (its timer is armed,
+ * its foreign fd registered). Waiting is not stalling: the connection
+ * leaves the timeout queues while its own deadline runs, and its socket
+ * is watched for a hangup (conn_event). Out of line: after_resume() keeps
+ * its small frame. */
+static __attribute__((noinline)) void wait_begin(struct worker *w, int fd, int r)
+{
+    struct conn *c = &w->conns[fd];
+    c->ctx->waiting = (uint8_t)r;
+    c->ctx->new_deadline = true;
+    tq_remove(&w->idle_q, (uint32_t)fd);
+    tq_remove(&w->req_q, (uint32_t)fd);
+    if (!(c->flags & CONN_IN_EPOLL) && epoll_add(w, fd) < 0)
+        conn_close(w, fd);
+}
+
 /* After the coroutine switched back to us: decide what the connection
  * waits for. */
 static void after_resume(struct worker *w, int fd, int r)
@@ -142,7 +155,11 @@ static void after_resume(struct worker *w, int fd, int r)
     struct conn *c = &w->conns[fd];
     struct conn_ctx *ctx = c->ctx;
 
-    if (r == CONN_WAIT_READ || r == CONN_WAIT_WRITE) {
+    if (r > 0) {
+        if (unlikely(r >= CONN_WAIT_TIMER)) {
+            wait_begin(w, fd, r);
+            return;
+        }
         ctx->waiting = (uint8_t)r;
         /* A request that has to wait joins the request-timeout queue the
          * first time; writing moves it back (progress), reading does not
@@ -211,6 +228,12 @@ static void conn_event(struct worker *w, int fd, uint32_t events)
      * second edge, so remember it for when the writing is done */
     if ((events & (EPOLLIN | EPOLLRDHUP)) && ctx->waiting != CONN_WAIT_READ)
         ctx->last_read_full = true;
+    if (unlikely(ctx->waiting >= CONN_WAIT_TIMER)) {
+        /* in conn_sleep()/conn_wait_fd(): a peer that hangs up ends it */
+        if (events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP))
+            conn_close(w, fd);
+        return;
+    }
     bool ready = (events & (EPOLLERR | EPOLLHUP)) ||
                  (ctx->waiting == CONN_WAIT_READ && (events & (EPOLLIN | EPOLLRDHUP))) ||
                  (ctx->waiting == CONN_WAIT_WRITE && (events & EPOLLOUT));
@@ -378,6 +401,77 @@ void acceptor_run(struct worker *workers, unsigned n, const int *listen_fds, uns
     close(epfd);
 }
 
+/* --- waits: timers and foreign fds ----------------------------------------- */
+
+static inline struct conn_ctx *timer_ctx(struct timer *t)
+{
+    return (struct conn_ctx *)((char *)t - offsetof(struct conn_ctx, timer));
+}
+
+/* Ends the wait of the connection at fd with result and resumes it. */
+static void wait_end(struct worker *w, int fd, int result)
+{
+    struct conn_ctx *ctx = w->conns[fd].ctx;
+    wait_cleanup(w, ctx);
+    ctx->wait_result = result;
+    after_resume(w, fd, coro_resume(ctx->coro));
+}
+
+/* A foreign fd that a connection waits on is ready (the tag names both). */
+static void foreign_event(struct worker *w, uint64_t u, uint32_t events)
+{
+    int fd = EV_FD(u);
+    struct conn_ctx *ctx = w->conns[fd].ctx;
+    if (!(w->conns[fd].flags & CONN_OPEN) || !ctx || ctx->waiting != CONN_WAIT_FD ||
+        ctx->wait_fd != EV_FOREIGN_FD(u))
+        return; /* stale: the wait ended earlier in this batch */
+    unsigned r = 0;
+    if (events & (EPOLLIN | EPOLLRDHUP))
+        r |= CONN_WAIT_READ;
+    if (events & EPOLLOUT)
+        r |= CONN_WAIT_WRITE;
+    if (events & (EPOLLERR | EPOLLHUP))
+        r |= CONN_WAIT_READ | CONN_WAIT_WRITE;
+    wait_end(w, fd, (int)(r & ctx->wait_events));
+}
+
+/* epoll_wait's timeout for the timeout queues and the protocol's tick. */
+static inline int loop_timeout(const struct worker *w)
+{
+    /* tick once a second only while something can time out */
+    int timeout = (w->idle_q.count || w->req_q.count || w->stopping) ? 1000 : -1;
+    /* the protocol's tick: just after the next second begins (the
+     * coarse clock may lag by a few milliseconds) */
+    if (w->tick_wanted) {
+        int next = 1000 - (int)(w->wall_ns / 1000000) + 5;
+        if (timeout < 0 || next < timeout)
+            timeout = next;
+    }
+    return timeout;
+}
+
+/* Resumes the waits whose deadline came, then returns epoll_wait's timeout:
+ * the earlier of the next deadline and loop_timeout(). Only the timers due
+ * on entry run, so a coroutine that sleeps 0 ms again waits for the next
+ * turn of the loop. */
+static __attribute__((noinline)) int run_timers(struct worker *w)
+{
+    uint64_t now = worker_now_ms();
+    struct timer *t;
+    for (uint32_t budget = w->timers.n;
+         budget && (t = timer_first(&w->timers)) && t->deadline <= now; budget--) {
+        struct conn_ctx *ctx = timer_ctx(t);
+        wait_end(w, ctx->fd, ctx->wait_result);
+    }
+    int timeout = loop_timeout(w);
+    if ((t = timer_first(&w->timers)) && t->deadline != TIMER_NEVER) {
+        uint64_t d = t->deadline > now ? t->deadline - now : 0;
+        if (timeout < 0 || d < (uint64_t)timeout)
+            timeout = (int)d;
+    }
+    return timeout;
+}
+
 /* --- timeouts and shutdown ------------------------------------------------ */
 
 static void expire(struct worker *w)
@@ -405,6 +499,10 @@ static void begin_stop(struct worker *w)
         close(w->listen_fds[i]);
         w->listen_fds[i] = -1;
     }
+    /* every wait ends now with -ECANCELED (and no new one begins:
+     * conn_wait_fd() sees stop_requested) */
+    for (uint32_t budget = w->timers.n; budget && w->timers.n; budget--)
+        wait_end(w, timer_ctx(timer_first(&w->timers))->fd, -ECANCELED);
     uint32_t fd;
     while ((fd = w->idle_q.head) != TQ_NIL)
         conn_close(w, (int)fd);
@@ -420,6 +518,8 @@ static void begin_stop(struct worker *w)
 
 static void force_stop(struct worker *w)
 {
+    while (w->timers.n)
+        conn_close(w, timer_ctx(timer_first(&w->timers))->fd);
     uint32_t fd;
     while ((fd = w->req_q.head) != TQ_NIL)
         conn_close(w, (int)fd);
@@ -440,20 +540,14 @@ void *worker_main(void *arg)
             force_stop(w);
             break;
         }
-        /* tick once a second only while something can time out */
-        int timeout = (w->idle_q.count || w->req_q.count || w->stopping) ? 1000 : -1;
-        /* the protocol's tick: just after the next second begins (the
-         * coarse clock may lag by a few milliseconds) */
-        if (w->tick_wanted) {
-            int next = 1000 - (int)(w->wall_ns / 1000000) + 5;
-            if (timeout < 0 || next < timeout)
-                timeout = next;
-        }
+        int timeout = unlikely(w->timers.n) ? run_timers(w) : loop_timeout(w);
         int n = epoll_wait(w->epfd, events, (int)N_ELEMENTS(events), timeout);
         update_clocks(w);
         for (int i = 0; i < n; i++) {
             uint64_t u = events[i].data.u64;
-            if (u & EV_LISTEN) {
+            if (likely(!(u >> 32))) {
+                conn_event(w, EV_FD(u), events[i].events);
+            } else if (u & EV_LISTEN) {
                 accept_burst(w, EV_FD(u), EV_LISTENER(u));
             } else if (u & EV_WAKE) {
                 uint64_t v;
@@ -462,7 +556,7 @@ void *worker_main(void *arg)
                 if (w->ring)
                     take_handed_fds(w);
             } else {
-                conn_event(w, EV_FD(u), events[i].events);
+                foreign_event(w, u, events[i].events);
             }
         }
         expire(w);
@@ -526,6 +620,7 @@ int worker_init(struct worker *w, const struct worker_cfg *cfg, unsigned idx, st
 void worker_destroy(struct worker *w)
 {
     free(w->ring);
+    timer_heap_free(&w->timers);
     while (w->free_ctx) {
         struct conn_ctx *next = w->free_ctx->next_free;
         ctx_destroy(w->free_ctx);

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "rt/conn.h"
+#include "rt/timer.h"
 #include "rt/tq.h"
 
 struct worker;
@@ -57,13 +58,14 @@ struct worker {
     int *listen_fds;
     unsigned n_listen;
     struct tq idle_q, req_q;
-    uint32_t now;            /* seconds since the worker started (monotonic) */
-    time_t wall_time;        /* UTC seconds, as of the last wake-up */
-    long wall_ns;            /* nanoseconds into wall_time */
-    bool tick_wanted;        /* the protocol asked for its tick (conn_want_tick) */
-    time_t tick_time;        /* the second it asked in */
-    struct conn_peer *peers; /* indexed by fd like conns, or NULL: not recorded */
-    void *proto_state;       /* the protocol's per-worker slot: conn_worker_state() */
+    struct timer_heap timers; /* connections in conn_sleep()/conn_wait_fd() */
+    uint32_t now;             /* seconds since the worker started (monotonic) */
+    time_t wall_time;         /* UTC seconds, as of the last wake-up */
+    long wall_ns;             /* nanoseconds into wall_time */
+    bool tick_wanted;         /* the protocol asked for its tick (conn_want_tick) */
+    time_t tick_time;         /* the second it asked in */
+    struct conn_peer *peers;  /* indexed by fd like conns, or NULL: not recorded */
+    void *proto_state;        /* the protocol's per-worker slot: conn_worker_state() */
     struct conn_ctx *free_ctx;
     unsigned n_free_ctx;
     uint32_t n_conns;
@@ -90,6 +92,28 @@ void worker_wake(struct worker *w);
  * and wake_fd is written. */
 void acceptor_run(struct worker *workers, unsigned n, const int *listen_fds, unsigned n_listen,
                   int wake_fd, volatile int *stop);
+
+/* --- inside the runtime (worker.c, wait.c) ------------------------------------ */
+
+/* epoll_event.data.u64: the fd in the low 32 bits, plus a tag for what is
+ * not a connection: a listening socket (its index in bits 40-55), the
+ * wake-up eventfd, or a foreign fd a connection waits on (conn_wait_fd:
+ * the connection's fd below, the foreign fd in bits 40-63) */
+#define EV_LISTEN           (1ull << 32)
+#define EV_WAKE             (2ull << 32)
+#define EV_FOREIGN          (4ull << 32)
+#define EV_FD(u)            ((int)(uint32_t)(u))
+#define EV_LISTENER(u)      ((uint16_t)((u) >> 40))
+#define EV_LISTEN_AT(i)     (EV_LISTEN | (uint64_t)(uint16_t)(i) << 40)
+#define EV_FOREIGN_MAX      (1 << 24)
+#define EV_FOREIGN_FD(u)    ((int)((u) >> 40))
+#define EV_FOREIGN_OF(f, c) (EV_FOREIGN | (uint64_t)(f) << 40 | (uint32_t)(c))
+
+/* The monotonic clock in milliseconds, for timers. */
+uint64_t worker_now_ms(void);
+/* Ends a connection's conn_sleep()/conn_wait_fd() without resuming it: the
+ * timer is disarmed, the foreign fd leaves epoll. */
+void wait_cleanup(struct worker *w, struct conn_ctx *ctx);
 
 /* --- for the protocol ------------------------------------------------------ */
 

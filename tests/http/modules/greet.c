@@ -12,16 +12,28 @@
  *   versioned   a fixed document with an ETag and a Last-Modified,
  *               honouring conditional requests and a single byte range
  *   remote_addr what colibri_req_remote_addr() says, on a line of its own
+ *   nap         streams "napping\n", registers a defer that counts, then
+ *               sleeps ?ms= (default 60000) and sends "awake N\n" (N: what
+ *               colibri_sleep returned)
+ *   nap_defers  how many of nap's defers ran
+ *   fd_wait     waits on the module's eventfd (colibri_wait_fd, ?timeout=
+ *               ms, default -1), answers "ready N" (and consumes the
+ *               count) or "error N"
+ *   fd_poke     writes 1 to that eventfd
  * Module:
  *   shout PREFIX { text = WORDS   repeat = N }   WORDS in capitals, N times
  *
  * -DGREET_NO_INIT leaves colibri_module_init out; -DGREET_INIT_FAILS makes
  * it return 42 after registering nothing. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "colibri.h"
 
@@ -112,6 +124,74 @@ static int remote_addr(struct colibri_request *req, struct colibri_response *res
     return 200;
 }
 
+static atomic_uint nap_defers_ran;
+
+static void nap_defer(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&nap_defers_ran, 1);
+}
+
+/* The decimal query parameter name as a long, or def. */
+static long query_long(struct colibri_request *req, const char *name, long def)
+{
+    struct colibri_str v;
+    char buf[24];
+    if (!colibri_req_query(req, name, &v) || !v.len || v.len >= sizeof(buf))
+        return def;
+    memcpy(buf, v.p, v.len);
+    buf[v.len] = '\0';
+    return strtol(buf, NULL, 10);
+}
+
+static int nap(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    (void)data;
+    colibri_defer(req, nap_defer, NULL);
+    colibri_resp_send_chunk(resp, "napping\n", 8);
+    int r = colibri_sleep(req, (unsigned)query_long(req, "ms", 60000));
+    char line[32];
+    int n = snprintf(line, sizeof(line), "awake %d\n", r);
+    colibri_resp_send_chunk(resp, line, (size_t)n);
+    return 200;
+}
+
+static int nap_defers(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    (void)req;
+    (void)data;
+    colibri_resp_printf(resp, "%u", atomic_load(&nap_defers_ran));
+    return 200;
+}
+
+static int event_fd = -1;
+
+static int fd_wait(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    (void)data;
+    int r = colibri_wait_fd(req, event_fd, COLIBRI_WAIT_READ, (int)query_long(req, "timeout", -1));
+    if (r < 0) {
+        colibri_resp_printf(resp, "error %d", r);
+        return 200;
+    }
+    uint64_t v;
+    ssize_t n = read(event_fd, &v, sizeof(v));
+    (void)n;
+    colibri_resp_printf(resp, "ready %d", r);
+    return 200;
+}
+
+static int fd_poke(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    (void)req;
+    (void)data;
+    uint64_t one = 1;
+    if (write(event_fd, &one, sizeof(one)) != sizeof(one))
+        return 500;
+    colibri_resp_append(resp, "poked", 5);
+    return 200;
+}
+
 struct shout {
     size_t len;
     char text[];
@@ -179,7 +259,13 @@ int colibri_module_init(struct colibri_server *srv)
         {.name = "tally_count", .fn = tally_count},
         {.name = "versioned", .fn = versioned},
         {.name = "remote_addr", .fn = remote_addr},
+        {.name = "nap", .fn = nap},
+        {.name = "nap_defers", .fn = nap_defers},
+        {.name = "fd_wait", .fn = fd_wait},
+        {.name = "fd_poke", .fn = fd_poke},
     };
+    if (event_fd < 0 && (event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+        return -errno;
     static const struct colibri_module shout = {.name = "shout", .from_config = shout_from_config};
     for (size_t i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++) {
         int r = colibri_server_register(srv, &handlers[i]);

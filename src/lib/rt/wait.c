@@ -1,0 +1,97 @@
+/* wait.c - waiting without blocking the worker: conn_sleep() and
+ * conn_wait_fd() on the coroutine's side, and the cleanup the worker does
+ * when a wait ends. The worker's side of timers and foreign events is in
+ * worker.c (the loop). */
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rt/worker.h"
+
+uint64_t worker_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int watch_one(struct conn_ctx *ctx, int fd, unsigned events)
+{
+    if (fd >= EV_FOREIGN_MAX)
+        return -EMFILE; /* the tag has 24 bits for it */
+    struct epoll_event ev = {
+        .events = EPOLLONESHOT | ((events & CONN_WAIT_READ) ? EPOLLIN | EPOLLRDHUP : 0) |
+                  ((events & CONN_WAIT_WRITE) ? EPOLLOUT : 0),
+        .data.u64 = EV_FOREIGN_OF(fd, ctx->fd),
+    };
+    if (epoll_ctl(ctx->worker->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+        return -errno;
+    return 0;
+}
+
+/* Registers fd with the worker's epoll for this wait. An fd that is there
+ * already (another connection waits on it too) is registered as a dup(). */
+static int watch(struct conn_ctx *ctx, int fd, unsigned events)
+{
+    int r = watch_one(ctx, fd, events);
+    if (r != -EEXIST) {
+        if (!r)
+            ctx->wait_fd = fd;
+        return r;
+    }
+    int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (d < 0)
+        return -errno;
+    if ((r = watch_one(ctx, d, events)) < 0) {
+        close(d);
+        return r;
+    }
+    ctx->wait_fd = d;
+    ctx->wait_fd_dup = true;
+    return 0;
+}
+
+void wait_cleanup(struct worker *w, struct conn_ctx *ctx)
+{
+    timer_del(&w->timers, &ctx->timer);
+    if (ctx->wait_fd < 0)
+        return;
+    epoll_ctl(w->epfd, EPOLL_CTL_DEL, ctx->wait_fd, NULL);
+    if (ctx->wait_fd_dup)
+        close(ctx->wait_fd);
+    ctx->wait_fd = -1;
+    ctx->wait_fd_dup = false;
+}
+
+int conn_wait_fd(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms)
+{
+    struct worker *w = ctx->worker;
+    if (conn_stopping(ctx))
+        return -ECANCELED;
+    events &= CONN_WAIT_READ | CONN_WAIT_WRITE;
+    if (fd >= 0) {
+        if (!events)
+            return -EINVAL;
+        int r = watch(ctx, fd, events);
+        if (r)
+            return r;
+    }
+    uint64_t deadline = timeout_ms < 0 ? TIMER_NEVER : worker_now_ms() + (uint64_t)timeout_ms;
+    if (timer_add(&w->timers, &ctx->timer, deadline) < 0) {
+        wait_cleanup(w, ctx);
+        return -ENOMEM;
+    }
+    ctx->wait_events = (uint8_t)events;
+    /* what the timer's expiry means; an fd's readiness replaces it */
+    ctx->wait_result = fd >= 0 ? -ETIMEDOUT : 0;
+    coro_yield(ctx->coro, fd >= 0 ? CONN_WAIT_FD : CONN_WAIT_TIMER);
+    ctx->waiting = 0;
+    return ctx->wait_result;
+}
+
+int conn_sleep(struct conn_ctx *ctx, unsigned ms)
+{
+    return conn_wait_fd(ctx, -1, 0, (int)MIN(ms, (unsigned)INT32_MAX));
+}
