@@ -263,7 +263,11 @@ def start_by_hand(tmp_path, s, conf, out, accept="reuseport"):
     deadline = time.monotonic() + 5
     while "listening on" not in out.read_text() and time.monotonic() < deadline and pr.poll() is None:
         time.sleep(0.02)
-    assert "] listening on http://127.0.0.1:%d\n" % s.getsockname()[1] in out.read_text(), out.read_text()
+    text = out.read_text()
+    if "] listening on http://127.0.0.1:%d\n" % s.getsockname()[1] not in text:
+        pr.kill()  # never leave a server behind a failed start
+        pr.wait(5)
+        pytest.fail("no listening line for the passed socket:\n" + text)
     return pr
 
 
