@@ -174,9 +174,20 @@ def test_access_log_off_by_default(make_server, tmp_path):
 # --- error log -----------------------------------------------------------------
 
 
+def settled(read, pattern, timeout=3.0):
+    """read() once pattern shows in it (the port accepts connections a
+    moment before the start-up lines are written), or as it is then."""
+    deadline = time.monotonic() + timeout
+    text = read()
+    while not re.search(pattern, text, re.M) and time.monotonic() < deadline:
+        time.sleep(0.02)
+        text = read()
+    return text
+
+
 def test_error_log_info_has_listening_lines(make_server):
     s = make_server()
-    err = s.stderr()
+    err = settled(s.stderr, "listening on")
     lines = [l for l in err.splitlines() if "listening on" in l]
     assert len(lines) == 1 and ERR_LINE.match(lines[0]) and "[info]" in lines[0], err
     assert ("listening on http://127.0.0.1:%d" % s.port) in lines[0]
@@ -192,7 +203,7 @@ def test_error_log_level_error_hides_info(make_server):
 
 def test_error_log_level_debug(make_server):
     s = make_server(error_log_level="debug")
-    err = s.stderr()
+    err = settled(s.stderr, r"\[debug\] .*worker threads")
     assert "listening on http://" in err
     assert re.search(r"^\S+ \S+ \[debug\] .*worker threads", err, re.M), err
 
@@ -200,7 +211,7 @@ def test_error_log_level_debug(make_server):
 def test_error_log_to_file(make_server, tmp_path):
     path = tmp_path / "error.log"
     s = make_server(error_log=str(path))
-    text = path.read_text()
+    text = settled(path.read_text, "listening on http://127.0.0.1:%d" % s.port)
     assert ("listening on http://127.0.0.1:%d" % s.port) in text
     assert "listening on" not in s.stderr()
     s.stop()

@@ -10,6 +10,7 @@ alone, or with pipelined requests behind it, and it holds for every request
 of the connection, also after the connection idled."""
 
 import re
+import signal
 import socket
 import struct
 import time
@@ -80,9 +81,11 @@ def start(tmp_path, spawn, greet_so, accept="reuseport", threads=2, extra=""):  
         "    handler /echo echo\n"
         "}\n" % (greet_so, proxy, plain, threads, accept, extra)
     )
-    _, urls, _ = spawn(conf, tmp_path, listeners=2)
+    proc, urls, _ = spawn(conf, tmp_path, listeners=2)
     proxy, plain = (int(u.rsplit(":", 1)[1]) for u in urls[:2])
-    return Ports(proxy, plain)
+    ports = Ports(proxy, plain)
+    ports.proc = proc
+    return ports
 
 
 def ask(ports, header, path="/addr"):
@@ -248,6 +251,25 @@ def test_incomplete_header_times_out_without_408(tmp_path, spawn, greet_so):  # 
         t = time.monotonic()
         assert_closed_silently(c)
         assert time.monotonic() - t < 3
+
+
+@pytest.mark.parametrize("accept", ["reuseport", "thread"])
+def test_graceful_stop_answers_the_request_behind_a_header(tmp_path, spawn, greet_so, accept):  # noqa: F811
+    """A balancer sends the header as it connects and the request right
+    behind it: a graceful stop between the two must not close the
+    connection as if it were idle, but answer the request (and close)."""
+    ports = start(tmp_path, spawn, greet_so, accept=accept)
+    with ports.conn() as c:
+        c.send(v2("198.51.100.7"))
+        time.sleep(0.2)  # the header alone is read
+        ports.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.2)  # listeners and idle connections are closed by now
+        c.send(get())
+        r = c.read_response()
+        assert r.status == 200 and r.body == b"198.51.100.7\n"
+        assert r.header("connection") == "close"
+        assert c.wait_closed(2.0)
+    assert ports.proc.wait(5) == 0
 
 
 @pytest.mark.parametrize("header", [v1(), v2()], ids=["v1", "v2"])

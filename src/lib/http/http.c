@@ -174,7 +174,7 @@ static enum conn_verdict run(struct conn_ctx *ctx)
 {
     struct http_conn *hc = conn_state(ctx);
     struct http_worker *hw = conn_worker_state(ctx);
-    hc->closing = hc->lingering = hc->mid_request = false;
+    hc->closing = hc->lingering = hc->mid_request = hc->after_proxy_hdr = false;
     /* the table exists only when some listener wants PROXY headers */
     if (unlikely(hw->cfg->proxy_protocol != NULL) && !http_proxy_step(ctx))
         return CONN_CLOSE; /* not a word to whoever it is */
@@ -221,7 +221,7 @@ static void on_timeout(struct conn_ctx *ctx)
 static bool between_requests(const struct conn_ctx *ctx)
 {
     const struct http_conn *hc = conn_state(ctx);
-    return !hc->mid_request;
+    return !hc->mid_request && !hc->after_proxy_hdr;
 }
 
 /* Buffers that grew beyond KEEP_BUF_MAX are freed; the others need no

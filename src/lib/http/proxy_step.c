@@ -47,6 +47,21 @@ bool http_proxy_step(struct conn_ctx *ctx)
             }
             ctx->in_pos += ph.len;
             conn_progress(ctx); /* the request gets its own timeout */
+            /* A balancer sends the header as the connection opens and the
+             * request right behind it, often in a second segment: wait for
+             * it here, within request_timeout, rather than idle. A graceful
+             * stop closes idle connections at once, and one closed between
+             * the two segments would fail a request the balancer already
+             * sent (between_requests() says no while this waits; a timeout
+             * still closes without a word). */
+            if (ctx->in_pos == ctx->in_len) {
+                struct http_conn *hc = conn_state(ctx);
+                hc->after_proxy_hdr = true;
+                ssize_t n = conn_read(ctx, false);
+                hc->after_proxy_hdr = false;
+                if (n <= 0)
+                    return false; /* closed after the header: a health check */
+            }
             return true;
         }
         if (r == PROXY_BAD || ctx->in_len == ctx->in_cap)
