@@ -286,9 +286,25 @@ int colibri_resp_sendfile(struct colibri_response *resp, int status, const char 
  * the header lines carry Content-Type. Returns status. */
 int colibri_resp_send_static(struct colibri_response *resp, int status, const char *mime,
                              const void *p, size_t len);
-/* One server-sent event (text/event-stream); event may be NULL. */
+/* Server-sent events (text/event-stream; the first one starts the stream).
+ * data may hold any number of lines (CRLF, LF or CR), each sent as its own
+ * "data:" field, so the client rebuilds it exactly. */
+struct colibri_event {
+    const char *event; /* the event's name; NULL: a "message" */
+    const char *id;    /* NULL: none; the client sends it back as Last-Event-ID */
+    int retry_ms;      /* >= 0: the client's reconnection delay; < 0: none */
+    const char *data;  /* NULL: no data field (an event of id or retry only) */
+    size_t len;
+};
+/* 0, -EINVAL for a name or id with a line break, or -errno. */
+int colibri_resp_send_event_ex(struct colibri_response *resp, const struct colibri_event *ev);
+/* The same with a name (or NULL) and data only. */
 int colibri_resp_send_event(struct colibri_response *resp, const char *event, const char *data,
                             size_t len);
+/* A comment line (": text"), which clients ignore: a keep-alive for proxies. */
+int colibri_resp_send_comment(struct colibri_response *resp, const char *text);
+/* The Last-Event-ID a reconnecting client sent; false if none. */
+bool colibri_req_last_event_id(const struct colibri_request *req, struct colibri_str *id);
 
 #pragma GCC visibility pop
 

@@ -335,30 +335,3 @@ int colibri_resp_send_static(struct colibri_response *resp, int status, const ch
     conn_flush_with(ctx, p, len);
     return status;
 }
-
-int colibri_resp_send_event(struct colibri_response *resp, const char *event, const char *data,
-                            size_t len)
-{
-    /* a streaming response has no use for the body buffer: build events there */
-    struct strbuf *ev = &resp->req->hc->body;
-    if (!resp->streaming)
-        resp->mime = "text/event-stream";
-    strbuf_reset(ev);
-    if (event && (!field_ok(event, false) || strchr(event, '\n')))
-        return -EINVAL;
-    if (event)
-        strbuf_printf(ev, "event: %s\n", event);
-    /* every line of data is its own "data:" field */
-    size_t i = 0;
-    do {
-        const char *nl = memchr(data + i, '\n', len - i);
-        size_t end = nl ? (size_t)(nl - data) : len;
-        strbuf_append(ev, "data: ", 6);
-        strbuf_append(ev, data + i, end - i);
-        strbuf_append_char(ev, '\n');
-        i = end + 1;
-    } while (i < len);
-    if (strbuf_append_char(ev, '\n') < 0)
-        return -ENOMEM;
-    return colibri_resp_send_chunk(resp, ev->buf, ev->len);
-}

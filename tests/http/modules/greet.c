@@ -20,6 +20,10 @@
  *               ms, default -1), answers "ready N" (and consumes the
  *               count) or "error N"
  *   fd_poke     writes 1 to that eventfd
+ *   events      an event stream of every field: a comment, an event with
+ *               name, id, retry and data of several lines (CRLF, LF, CR and a
+ *               trailing line break), a nameless one, one of an id only, and
+ *               "last: ID" (the client's Last-Event-ID) or "last: none"
  * Module:
  *   shout PREFIX { text = WORDS   repeat = N }   WORDS in capitals, N times
  *
@@ -240,6 +244,35 @@ static int shout_from_config(struct colibri_server *srv, struct colibri_conf *se
     return 0;
 }
 
+static int events(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    (void)data;
+    struct colibri_str last;
+    char buf[128];
+    if (colibri_resp_send_comment(resp, "keep-alive") < 0)
+        return 500;
+    static const char multi[] = "one\r\ntwo\nthree\rfour\n";
+    struct colibri_event e = {
+        .event = "update", .id = "7", .retry_ms = 2500, .data = multi, .len = sizeof(multi) - 1};
+    if (colibri_resp_send_event_ex(resp, &e) < 0)
+        return 500;
+    if (colibri_resp_send_event(resp, NULL, "plain", 5) < 0)
+        return 500;
+    struct colibri_event only_id = {.id = "8", .retry_ms = -1};
+    if (colibri_resp_send_event_ex(resp, &only_id) < 0)
+        return 500;
+    /* a name or an id with a line break would forge fields: refused */
+    struct colibri_event bad = {.event = "x\ndata: forged", .retry_ms = -1, .data = "", .len = 0};
+    struct colibri_event bad_id = {.id = "1\r2", .retry_ms = -1};
+    int refused = colibri_resp_send_event_ex(resp, &bad) == -EINVAL &&
+                  colibri_resp_send_event_ex(resp, &bad_id) == -EINVAL;
+    int n =
+        colibri_req_last_event_id(req, &last)
+            ? snprintf(buf, sizeof(buf), "last: %.*s, refused: %d", (int)last.len, last.p, refused)
+            : snprintf(buf, sizeof(buf), "last: none, refused: %d", refused);
+    return colibri_resp_send_event(resp, "end", buf, (size_t)n) < 0 ? 500 : 200;
+}
+
 #ifndef GREET_NO_INIT
 int colibri_module_init(struct colibri_server *srv)
 {
@@ -263,6 +296,7 @@ int colibri_module_init(struct colibri_server *srv)
         {.name = "nap_defers", .fn = nap_defers},
         {.name = "fd_wait", .fn = fd_wait},
         {.name = "fd_poke", .fn = fd_poke},
+        {.name = "events", .fn = events},
     };
     if (event_fd < 0 && (event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
         return -errno;
