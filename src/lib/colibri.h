@@ -194,6 +194,10 @@ struct colibri_str colibri_req_target(const struct colibri_request *req);
 struct colibri_str colibri_req_query_string(const struct colibri_request *req);
 /* Decoded value of a query parameter; false if absent or badly encoded. */
 bool colibri_req_query(struct colibri_request *req, const char *name, struct colibri_str *value);
+/* A field of an application/x-www-form-urlencoded body, decoded ('+' is a
+ * space); false if absent, badly encoded, or the body is not such a form.
+ * Only for handlers with COLIBRI_NEED_BODY (the body is there already). */
+bool colibri_req_form(struct colibri_request *req, const char *name, struct colibri_str *value);
 bool colibri_req_header(const struct colibri_request *req, const char *name,
                         struct colibri_str *value);
 bool colibri_req_cookie(const struct colibri_request *req, const char *name,

@@ -220,10 +220,13 @@ int colibri_req_http_minor(const struct colibri_request *req)
     return req->head->version_minor;
 }
 
-bool colibri_req_query(struct colibri_request *req, const char *name, struct colibri_str *value)
+/* The decoded value of name in an urlencoded list ("a=1&b=x+y"), in the
+ * request's arena. */
+static bool urlencoded_field(struct colibri_request *req, struct view list, const char *name,
+                             struct colibri_str *value)
 {
     struct view raw;
-    if (!http_query_find(req->head->query, name, strlen(name), &raw))
+    if (!http_query_find(list, name, strlen(name), &raw))
         return false;
     char *p = arena_alloc(&req->hc->arena, raw.len + 1);
     if (!p)
@@ -234,6 +237,25 @@ bool colibri_req_query(struct colibri_request *req, const char *name, struct col
     p[n] = '\0';
     *value = (struct colibri_str){.p = p, .len = (size_t)n};
     return true;
+}
+
+bool colibri_req_query(struct colibri_request *req, const char *name, struct colibri_str *value)
+{
+    return urlencoded_field(req, req->head->query, name, value);
+}
+
+bool colibri_req_form(struct colibri_request *req, const char *name, struct colibri_str *value)
+{
+    static const char form[] = "application/x-www-form-urlencoded";
+    struct view type;
+    if (!(req->needs & COLIBRI_NEED_BODY) || !req->body_done ||
+        !http_header_find(req->head->headers, "Content-Type", 12, &type) ||
+        type.len < sizeof(form) - 1 || !mem_case_eq(type.p, form, sizeof(form) - 1) ||
+        (type.len > sizeof(form) - 1 && type.p[sizeof(form) - 1] != ';' &&
+         type.p[sizeof(form) - 1] != ' ' && type.p[sizeof(form) - 1] != '\t'))
+        return false;
+    struct view body = {.p = req->hc->reqbody.buf, .len = req->hc->reqbody.len};
+    return body.len && urlencoded_field(req, body, name, value);
 }
 
 bool colibri_req_header(const struct colibri_request *req, const char *name,

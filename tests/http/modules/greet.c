@@ -24,6 +24,8 @@
  *               name, id, retry and data of several lines (CRLF, LF, CR and a
  *               trailing line break), a nameless one, one of an id only, and
  *               "last: ID" (the client's Last-Event-ID) or "last: none"
+ *   form        COLIBRI_NEED_BODY; answers "name=[N] note=[T]" from an
+ *               urlencoded form ("-" for a field it lacks)
  * Module:
  *   shout PREFIX { text = WORDS   repeat = N }   WORDS in capitals, N times
  *
@@ -273,6 +275,17 @@ static int events(struct colibri_request *req, struct colibri_response *resp, vo
     return colibri_resp_send_event(resp, "end", buf, (size_t)n) < 0 ? 500 : 200;
 }
 
+static int form(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    (void)data;
+    struct colibri_str name = {"-", 1}, note = {"-", 1};
+    colibri_req_form(req, "name", &name);
+    colibri_req_form(req, "note", &note);
+    colibri_resp_printf(resp, "name=[%.*s] note=[%.*s]", (int)name.len, name.p, (int)note.len,
+                        note.p);
+    return 200;
+}
+
 #ifndef GREET_NO_INIT
 int colibri_module_init(struct colibri_server *srv)
 {
@@ -297,6 +310,10 @@ int colibri_module_init(struct colibri_server *srv)
         {.name = "fd_wait", .fn = fd_wait},
         {.name = "fd_poke", .fn = fd_poke},
         {.name = "events", .fn = events},
+        {.name = "form",
+         .fn = form,
+         .methods = COLIBRI_M(COLIBRI_POST),
+         .needs = COLIBRI_NEED_BODY},
     };
     if (event_fd < 0 && (event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
         return -errno;
