@@ -137,6 +137,26 @@ void colibri_server_shutdown(struct colibri_server *srv);
  * server's log thread; a no-op while the server is not running. */
 void colibri_server_reopen_logs(struct colibri_server *srv);
 
+/* Reloads the config file without dropping anything (SIGHUP in the colibri
+ * program). Async-signal-safe: it only wakes the server's control thread,
+ * which reads the file colibri_server_load_config() read, and checks it
+ * fully while the running config serves. A bad config (every error is
+ * logged, "reload failed: ...") changes nothing. A good one serves every
+ * request that starts from then on; requests in flight finish on the old
+ * routes, which are freed afterwards. Listeners that stay are kept
+ * (never closed), new ones open, removed ones close. Settings that need a
+ * restart (threads, accept, max_request_head, timeouts, user, chroot, the
+ * log files and pid_file) keep their running values, with a warning. A
+ * no-op while the server is not running. */
+void colibri_server_reload(struct colibri_server *srv);
+/* Called during a reload, on the control thread, with the server the new
+ * config was loaded into (next): a program applies here what it did by
+ * hand after colibri_server_load_config() (routes, listeners, threads),
+ * as it would to a new server. 0, or -errno with err set to fail the
+ * reload. */
+typedef int (*colibri_reload_fn)(struct colibri_server *next, void *arg, char *err, size_t errlen);
+void colibri_server_on_reload(struct colibri_server *srv, colibri_reload_fn fn, void *arg);
+
 /* --- modules ------------------------------------------------------------ */
 
 /* A module is a kind of config section, "NAME PREFIX { key = value ... }"

@@ -19,13 +19,49 @@ static void on_signal(int sig)
         colibri_server_shutdown(the_server);
 }
 
-/* SIGUSR1: log rotation. Only wakes the server's log thread, which
+/* SIGHUP: reload the config. Only wakes the server's control thread,
+ * which reads and checks the file while the old config serves. */
+static void on_hup(int sig)
+{
+    (void)sig;
+    if (the_server)
+        colibri_server_reload(the_server);
+}
+
+/* SIGUSR1: log rotation. Only wakes the server's control thread, which
  * reopens the files. */
 static void on_usr1(int sig)
 {
     (void)sig;
     if (the_server)
         colibri_server_reopen_logs(the_server);
+}
+
+/* What the command line changes in a config, at start and at every reload. */
+struct overrides {
+    const char **listen;
+    unsigned n_listen;
+    const char *root;
+    long threads;
+};
+
+static int apply_overrides(struct colibri_server *srv, void *arg, char *err, size_t errlen)
+{
+    const struct overrides *o = arg;
+    int r;
+    if (o->n_listen) {
+        colibri_server_clear_listeners(srv);
+        for (unsigned i = 0; i < o->n_listen; i++)
+            if ((r = colibri_server_listen(srv, o->listen[i], err, errlen)) < 0)
+                return r;
+    }
+    /* -r replaces whatever the config served at / */
+    if (o->root && (colibri_server_remove_route(srv, "/"),
+                    (r = colibri_serve_files(srv, "/", o->root, err, errlen)) < 0))
+        return r;
+    if (o->threads >= 0)
+        colibri_server_set_threads(srv, (unsigned)o->threads);
+    return 0;
 }
 
 static void usage(FILE *f)
@@ -110,18 +146,11 @@ int main(int argc, char **argv)
         config = "colibri.conf";
     if (config && colibri_server_load_config(srv, config, err, sizeof(err)) < 0)
         goto out_error;
-    if (n_listen) {
-        colibri_server_clear_listeners(srv);
-        for (unsigned i = 0; i < n_listen; i++)
-            if (colibri_server_listen(srv, listen[i], err, sizeof(err)) < 0)
-                goto out_error;
-    }
-    /* -r replaces whatever the config served at / */
-    if (root && (colibri_server_remove_route(srv, "/"),
-                 colibri_serve_files(srv, "/", root, err, sizeof(err)) < 0))
+    struct overrides ov = {
+        .listen = listen, .n_listen = n_listen, .root = root, .threads = threads};
+    if (apply_overrides(srv, &ov, err, sizeof(err)) < 0)
         goto out_error;
-    if (threads >= 0)
-        colibri_server_set_threads(srv, (unsigned)threads);
+    colibri_server_on_reload(srv, apply_overrides, &ov);
     if (check_only) {
         if (!config) {
             snprintf(err, sizeof(err),
@@ -138,7 +167,9 @@ int main(int argc, char **argv)
     the_server = srv;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL); /* a closing terminal stops us gracefully too */
+    struct sigaction hup = {.sa_handler = on_hup, .sa_flags = SA_RESTART};
+    sigemptyset(&hup.sa_mask);
+    sigaction(SIGHUP, &hup, NULL);
     struct sigaction usr1 = {.sa_handler = on_usr1, .sa_flags = SA_RESTART};
     sigemptyset(&usr1.sa_mask);
     sigaction(SIGUSR1, &usr1, NULL);

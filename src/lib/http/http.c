@@ -276,6 +276,11 @@ struct http_worker *http_worker_new(const struct http_config *cfg)
     return hw;
 }
 
+void http_worker_set_config(struct http_worker *hw, const struct http_config *cfg)
+{
+    hw->cfg = cfg;
+}
+
 void http_worker_flush_log(struct http_worker *hw)
 {
     if (hw->cfg->access_log_fd >= 0)

@@ -2,7 +2,8 @@
  * hands the HTTP layer at start-up, and the protocol it gets back.
  *
  * The HTTP layer does not know the server: it sees a struct http_config,
- * written before the workers start and only read afterwards, and one
+ * written before the workers see it and only read afterwards (a reload
+ * hands them a new one, http_worker_set_config), and one
  * struct http_worker per worker thread (its Date header and render
  * scratch), given to the runtime as the worker's protocol slot. */
 #pragma once
@@ -63,6 +64,11 @@ extern const struct conn_proto http_proto;
 /* A worker's HTTP slot; NULL when out of memory. */
 struct http_worker *http_worker_new(const struct http_config *cfg);
 void http_worker_free(struct http_worker *hw);
+/* On the worker's thread, between requests: the config every request
+ * that starts from now on reads (a reload). A request already running
+ * keeps the one it began with: the caller frees the old config only once
+ * none is left (worker_quiesce). */
+void http_worker_set_config(struct http_worker *hw, const struct http_config *cfg);
 /* Writes the access log lines the worker buffered: at shutdown, after its
  * thread ended. */
 void http_worker_flush_log(struct http_worker *hw);

@@ -110,6 +110,9 @@ struct conn_ctx {
     size_t in_pos, in_len, in_cap;
     struct strbuf out; /* response bytes not written yet (pipelining) */
     struct conn_ctx *next_free;
+    /* every context the worker allocated (worker_quiesce() walks them) */
+    struct conn_ctx *all_prev, *all_next;
+    bool held; /* in use when worker_quiesce() was called, and not back since */
     /* conn_sleep() and conn_wait_fd(): the deadline in the worker's timer
      * heap, the foreign fd registered with epoll (-1: none; a dup() of the
      * caller's when that fd was registered already) and what the wait

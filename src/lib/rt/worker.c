@@ -41,7 +41,16 @@ static void update_clocks(struct worker *w)
 
 static void ctx_destroy(struct conn_ctx *ctx)
 {
-    const struct conn_proto *proto = ctx->worker->cfg->proto;
+    struct worker *w = ctx->worker;
+    const struct conn_proto *proto = w->cfg->proto;
+    if (ctx->all_prev)
+        ctx->all_prev->all_next = ctx->all_next;
+    else if (w->all_ctx == ctx)
+        w->all_ctx = ctx->all_next;
+    if (ctx->all_next)
+        ctx->all_next->all_prev = ctx->all_prev;
+    if (ctx->held)
+        w->n_held--;
     if (proto->destroy)
         proto->destroy(ctx);
     coro_free(ctx->coro);
@@ -66,6 +75,10 @@ static struct conn_ctx *ctx_get(struct worker *w)
     ctx->fd = -1;
     ctx->wait_fd = -1;
     timer_init(&ctx->timer);
+    ctx->all_next = w->all_ctx;
+    if (w->all_ctx)
+        w->all_ctx->all_prev = ctx;
+    w->all_ctx = ctx;
     /* mapped, not malloc()ed: after a burst of connections, the pages of
      * the contexts the pool does not keep go back to the system at once
      * instead of staying in the heap */
@@ -458,6 +471,9 @@ static __attribute__((noinline)) int run_timers(struct worker *w)
 {
     uint64_t now = worker_now_ms();
     struct timer *t;
+    /* re-armed later than now, so the loop below never meets it */
+    if (timer_armed(&w->quiesce_timer))
+        quiesce_poll(w, now);
     for (uint32_t budget = w->timers.n;
          budget && (t = timer_first(&w->timers)) && t->deadline <= now; budget--) {
         struct conn_ctx *ctx = timer_ctx(t);
@@ -491,7 +507,12 @@ static void begin_stop(struct worker *w)
 {
     w->stopping = true;
     w->stop_deadline = w->now + w->cfg->shutdown_grace_s;
+    /* grace periods no longer matter: whatever waits for them is freed
+     * once the workers are gone */
+    quiesce_drop(w);
     for (unsigned i = 0; i < w->n_listen; i++) {
+        if (w->listen_fds[i] < 0)
+            continue;
         /* out of epoll first: closing an fd removes it from epoll only
          * when it was the socket's last fd, and a shared socket's other
          * dups (and systemd's copy) keep it open and reporting */
@@ -553,6 +574,7 @@ void *worker_main(void *arg)
                 uint64_t v;
                 if (read(w->wake_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
                     LOG_LIMITED(LOG_ERROR, "worker %u: eventfd: %s", w->idx, strerror(errno));
+                run_cmds(w);
                 if (w->ring)
                     take_handed_fds(w);
             } else {
@@ -590,6 +612,9 @@ int worker_init(struct worker *w, const struct worker_cfg *cfg, unsigned idx, st
         .wake_fd = -1,
         .spare_fd = -1,
     };
+    pthread_mutex_init(&w->cmd_lock, NULL);
+    w->cmds_tail = &w->cmds;
+    timer_init(&w->quiesce_timer);
     tq_init(&w->idle_q, conns, CONN_IN_IDLE_Q, cfg->keep_alive_s);
     tq_init(&w->req_q, conns, CONN_IN_REQ_Q, cfg->request_timeout_s);
     w->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -619,6 +644,7 @@ int worker_init(struct worker *w, const struct worker_cfg *cfg, unsigned idx, st
 
 void worker_destroy(struct worker *w)
 {
+    cmds_destroy(w);
     free(w->ring);
     timer_heap_free(&w->timers);
     while (w->free_ctx) {

@@ -23,6 +23,14 @@
 
 struct worker;
 
+/* Work for a worker thread, queued by worker_post() from another thread. */
+struct worker_cmd {
+    void (*fn)(struct worker *w, void *arg);
+    void (*drop)(void *arg); /* instead of fn, when the worker stopped first (or NULL) */
+    void *arg;
+    struct worker_cmd *next;
+};
+
 struct worker_cfg {
     uint32_t keep_alive_s;          /* idle connection timeout */
     uint32_t request_timeout_s;     /* a request must be complete by then */
@@ -74,6 +82,16 @@ struct worker {
     uint32_t stop_deadline;
     pthread_t thread;
     struct fd_ring *ring; /* NULL with per-worker SO_REUSEPORT sockets */
+    /* worker_post(): commands for the thread, run when it is woken */
+    pthread_mutex_t cmd_lock;
+    struct worker_cmd *cmds, **cmds_tail;
+    atomic_bool has_cmds;
+    /* worker_quiesce(): every context allocated, how many are held (were
+     * in use at the call and have not come back), what runs when none is */
+    struct conn_ctx *all_ctx;
+    uint32_t n_held;
+    struct worker_cmd *quiesced;
+    struct timer quiesce_timer; /* armed while n_held: polls every few ms */
 };
 
 /* Set-up before the thread starts; listen_fds are taken over. 0 or -errno.
@@ -85,6 +103,26 @@ void worker_destroy(struct worker *w);
 void *worker_main(void *w);
 /* Asks the worker to stop gracefully; async-signal-safe. */
 void worker_wake(struct worker *w);
+
+/* Runs fn(w, arg) on the worker's thread, outside every connection, at its
+ * next wake-up (which this causes; async-signal-unsafe: it allocates).
+ * Commands run in the order posted. 0 or -ENOMEM. A worker that has
+ * stopped never runs them: worker_destroy() calls drop(arg) instead. */
+int worker_post(struct worker *w, void (*fn)(struct worker *w, void *arg), void (*drop)(void *arg),
+                void *arg);
+/* On the worker's thread (inside a posted command): runs fn(w, arg) once
+ * every connection run in progress now (a coroutine suspended in a wait)
+ * has ended; at once when there is none. Connections started later do not
+ * delay it: a grace period, as RCU calls it. Costs nothing per request: a
+ * pending call is polled every few milliseconds from the timer path. fn
+ * is dropped unrun if the worker stops first. 0 or -ENOMEM. */
+int worker_quiesce(struct worker *w, void (*fn)(struct worker *w, void *arg), void *arg);
+/* On the worker's thread: starts accepting on fd, a listening socket that
+ * connections then report as listener index idx (shared: dups of one
+ * socket, see worker_cfg.listen_shared); the worker owns fd from here on.
+ * Or stops accepting on the listener idx and closes its fd. 0 or -errno. */
+int worker_add_listener(struct worker *w, unsigned idx, int fd, bool shared);
+void worker_remove_listener(struct worker *w, unsigned idx);
 
 /* Acceptor-thread mode: the calling thread accepts on listen_fds and deals
  * each fd to workers[(fd / 2) % n] (neighbouring fds, whose table entries
@@ -114,6 +152,14 @@ uint64_t worker_now_ms(void);
 /* Ends a connection's conn_sleep()/conn_wait_fd() without resuming it: the
  * timer is disarmed, the foreign fd leaves epoll. */
 void wait_cleanup(struct worker *w, struct conn_ctx *ctx);
+
+/* cmd.c: the commands posted, run on the worker's wake-up; a pending
+ * worker_quiesce() polled from run_timers() (its timer is in the heap),
+ * dropped when the stop begins; everything freed at worker_destroy(). */
+void run_cmds(struct worker *w);
+void quiesce_poll(struct worker *w, uint64_t now);
+void quiesce_drop(struct worker *w);
+void cmds_destroy(struct worker *w);
 
 /* --- for the protocol ------------------------------------------------------ */
 

@@ -13,6 +13,7 @@ struct listener {
     char name[80];       /* as written */
     bool proxy_protocol; /* connections begin with a PROXY header */
     bool inherited;      /* fd: a socket passed by systemd (not ours to close) */
+    bool retired;        /* removed by a reload: its index is not reused */
     int fd;
 };
 

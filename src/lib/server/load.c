@@ -110,6 +110,14 @@ static int load_privs(struct colibri_server *srv, struct config_node *root, char
 {
     char why[256];
     struct config_node *user = config_take(root, "user"), *dir = config_take(root, "chroot");
+    free(srv->user_text);
+    free(srv->chroot_text);
+    srv->user_text = user ? strdup(user->value) : NULL;
+    srv->chroot_text = dir ? strdup(dir->value) : NULL;
+    /* a reload only compares them (they take effect at a restart): after
+     * the drop, looking the user up or checking the folder may fail */
+    if (srv->reload_of)
+        return 0;
     if (user && privs_set_user(&srv->privs, user->value, why, sizeof(why)))
         return config_error(user, err, errlen, "%s", why);
     if (!dir)
@@ -250,7 +258,9 @@ static int load_library(struct colibri_server *srv, const struct config_node *n,
         (int (*)(struct colibri_server *))dlsym(lib, "colibri_module_init");
     if (!init)
         return config_error(n, err, errlen, "%s has no colibri_module_init()", path);
+    srv->in_lib_init = true; /* what it registers goes with the config that named it */
     int r = init(srv);
+    srv->in_lib_init = false;
     if (r)
         return config_error(n, err, errlen, "colibri_module_init() of %s failed (%d)", path, r);
     return 0;
@@ -361,7 +371,16 @@ static int adopt_config(struct colibri_server *srv, struct config *cfg, char *er
 int colibri_server_load_config(struct colibri_server *srv, const char *path, char *err,
                                size_t errlen)
 {
-    return adopt_config(srv, config_parse_file(path, err, errlen), err, errlen);
+    int r = adopt_config(srv, config_parse_file(path, err, errlen), err, errlen);
+    if (r)
+        return r;
+    /* what a reload reads again (as written: its messages name it so) */
+    char *p = strdup(path);
+    if (!p)
+        return err_set(err, errlen, -ENOMEM, NULL, "out of memory");
+    free(srv->config_path);
+    srv->config_path = p;
+    return 0;
 }
 
 int colibri_server_load_config_string(struct colibri_server *srv, const char *name,

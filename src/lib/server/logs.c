@@ -7,16 +7,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "base/err.h"
 #include "config/config.h"
-#include "server/server.h"
 
 void logs_init(struct server_logs *l)
 {
-    *l = (struct server_logs){.access_fd = -1, .error_fd = -1, .level = LOG_INFO, .ctl_fd = -1};
+    *l = (struct server_logs){.access_fd = -1, .error_fd = -1, .level = LOG_INFO};
 }
 
 void logs_free(struct server_logs *l)
@@ -115,10 +113,6 @@ int logs_start(struct server_logs *l, char *err, size_t errlen)
         if (r)
             return r;
     }
-    l->ctl_fd = eventfd(0, EFD_CLOEXEC);
-    if (l->ctl_fd < 0)
-        return err_set(err, errlen, -errno, NULL, "eventfd: %s", strerror(errno));
-    atomic_store(&l->stop, false);
     log_setup(l->error_fd >= 0 ? l->error_fd : 2, l->level);
     l->started = true;
     return 0;
@@ -140,59 +134,19 @@ static void reopen(const char *what, const char *path, int fd)
     close(nfd);
 }
 
-static void *reopen_thread(void *arg)
+void logs_reopen(struct server_logs *l)
 {
-    struct server_logs *l = arg;
-    for (;;) {
-        uint64_t v;
-        ssize_t n = read(l->ctl_fd, &v, sizeof(v));
-        if (atomic_load(&l->stop))
-            break;
-        if (n != sizeof(v))
-            continue;
-        reopen("error_log", l->error_path, l->error_fd);
-        reopen("access_log", l->access_path, l->access_fd);
-        log_msg(LOG_INFO, "logs reopened");
-    }
-    return NULL;
-}
-
-int logs_start_thread(struct server_logs *l)
-{
-    if (pthread_create(&l->thread, NULL, reopen_thread, l))
-        return -EAGAIN;
-    l->thread_started = true;
-    return 0;
+    reopen("error_log", l->error_path, l->error_fd);
+    reopen("access_log", l->access_path, l->access_fd);
+    log_msg(LOG_INFO, "logs reopened");
 }
 
 void logs_stop(struct server_logs *l)
 {
-    if (l->thread_started) {
-        atomic_store(&l->stop, true);
-        uint64_t one = 1;
-        ssize_t r = write(l->ctl_fd, &one, sizeof(one));
-        (void)r;
-        pthread_join(l->thread, NULL);
-        l->thread_started = false;
-    }
-    int fd = l->ctl_fd;
-    l->ctl_fd = -1; /* first: a late signal must not write to a reused fd */
-    if (fd >= 0)
-        close(fd);
     if (l->pid_written)
         unlink(l->pid_path);
     l->pid_written = false;
     if (l->started)
         log_setup(2, LOG_INFO);
     l->started = false;
-}
-
-void colibri_server_reopen_logs(struct colibri_server *srv)
-{
-    int fd = srv->logs.ctl_fd;
-    if (fd < 0)
-        return;
-    uint64_t one = 1;
-    ssize_t r = write(fd, &one, sizeof(one));
-    (void)r;
 }

@@ -5,14 +5,12 @@
  * Files are opened when the config is read, so a path that cannot be
  * opened is a config error naming FILE:LINE: KEY. The pid file is written
  * once the listeners are bound and removed when the server stops. Reopening
- * runs on a thread of its own, woken through an eventfd that
- * colibri_server_reopen_logs() writes (async-signal-safe); a reopened file
- * replaces the old one under the same fd number (dup2), so the workers
- * never see a closed fd. */
+ * runs on the server's control thread (control.c), woken through an
+ * eventfd that colibri_server_reopen_logs() writes (async-signal-safe); a
+ * reopened file replaces the old one under the same fd number (dup2), so
+ * the workers never see a closed fd. */
 #pragma once
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -31,10 +29,6 @@ struct server_logs {
     char pid_where[320]; /* "FILE:LINE: pid_file", for the error at start */
     bool pid_written;
     bool started;
-    int ctl_fd; /* eventfd: reopen (or stop) requests, -1 when not running */
-    atomic_bool stop;
-    bool thread_started;
-    pthread_t thread;
 };
 
 void logs_init(struct server_logs *l);
@@ -42,10 +36,10 @@ void logs_free(struct server_logs *l);
 /* Takes the keys above from the config's top level. 0 or -errno with err. */
 int logs_load(struct server_logs *l, struct config_node *root, char *err, size_t errlen);
 /* Once the listeners are bound: the error log's fd and level, the pid
- * file, the eventfd. 0 or -errno with err. */
+ * file. 0 or -errno with err. */
 int logs_start(struct server_logs *l, char *err, size_t errlen);
-/* With signals blocked (the thread inherits the mask): the reopen thread. */
-int logs_start_thread(struct server_logs *l);
-/* After the workers ended: stops the thread, removes the pid file, and
- * hands the error log back to stderr. */
+/* The files opened again at their paths (log rotation). */
+void logs_reopen(struct server_logs *l);
+/* After the workers ended: removes the pid file and hands the error log
+ * back to stderr. */
 void logs_stop(struct server_logs *l);

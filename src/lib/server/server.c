@@ -37,7 +37,8 @@ static const struct colibri_handler *const builtin_handlers[] = {BUILTIN_HANDLER
 
 struct colibri_server *colibri_server_new(void)
 {
-    struct colibri_server *srv = ALLOC_INIT(struct colibri_server, {.acceptor_wake = -1});
+    struct colibri_server *srv =
+        ALLOC_INIT(struct colibri_server, {.acceptor_wake = -1, .ctl_fd = -1});
     if (!srv)
         return NULL;
     srv->wcfg = (struct worker_cfg){
@@ -72,10 +73,8 @@ struct colibri_server *colibri_server_new(void)
 
 static void release_listeners(struct colibri_server *srv);
 
-void colibri_server_free(struct colibri_server *srv)
+void server_release_routes(struct colibri_server *srv)
 {
-    if (!srv)
-        return;
     while (srv->route_list) {
         struct http_route *r = srv->route_list;
         srv->route_list = r->next;
@@ -84,17 +83,41 @@ void colibri_server_free(struct colibri_server *srv)
         free(r);
     }
     trie_free(srv->routes);
+    srv->routes = NULL;
     for (unsigned i = 0; i < srv->n_sites; i++)
         trie_free(srv->site_routes[i]);
     free(srv->site_routes);
+    srv->site_routes = NULL;
+    srv->n_sites = 0;
     for (unsigned i = 0; i < srv->n_vhosts; i++)
         free((char *)srv->vhosts[i].name);
     free(srv->vhosts);
+    srv->vhosts = NULL;
     free(srv->vhost_lines);
+    srv->vhost_lines = NULL;
+    srv->n_vhosts = 0;
     tpl_free(srv->error_tpl);
+    srv->error_tpl = NULL;
+}
+
+void colibri_server_free(struct colibri_server *srv)
+{
+    if (!srv)
+        return;
+    server_free_retired(srv);
+    if (srv->gen) {
+        server_gen_free(srv, srv->gen);
+        srv->gen = NULL;
+    }
+    server_release_routes(srv);
     free(srv->handlers);
+    free(srv->handler_lib);
     free(srv->modules);
+    free(srv->module_lib);
     release_listeners(srv);
+    free(srv->config_path);
+    free(srv->user_text);
+    free(srv->chroot_text);
     free(srv->proxy_protocol);
     free(srv->listen_shared);
     free(srv->privs.chroot_dir);
@@ -117,6 +140,11 @@ int colibri_server_register(struct colibri_server *srv, const struct colibri_han
     if (!n)
         return -ENOMEM;
     srv->handlers = n;
+    bool *lib = realloc(srv->handler_lib, (srv->n_handlers + 1) * sizeof(*lib));
+    if (!lib)
+        return -ENOMEM;
+    srv->handler_lib = lib;
+    lib[srv->n_handlers] = srv->in_lib_init;
     srv->handlers[srv->n_handlers++] = *h;
     return 0;
 }
@@ -140,6 +168,11 @@ int colibri_server_add_module(struct colibri_server *srv, const struct colibri_m
     if (!n)
         return -ENOMEM;
     srv->modules = n;
+    bool *lib = realloc(srv->module_lib, (srv->n_modules + 1) * sizeof(*lib));
+    if (!lib)
+        return -ENOMEM;
+    srv->module_lib = lib;
+    lib[srv->n_modules] = srv->in_lib_init;
     srv->modules[srv->n_modules++] = *m;
     return 0;
 }
@@ -216,8 +249,9 @@ int colibri_server_route(struct colibri_server *srv, const char *prefix, const c
 
 static void release_listeners(struct colibri_server *srv)
 {
-    for (unsigned i = 0; i < srv->n_listeners; i++)
-        if (srv->listeners[i].inherited)
+    /* a reload's server gives nothing back: the running one holds them */
+    for (unsigned i = 0; i < srv->n_listeners && !srv->reload_of; i++)
+        if (srv->listeners[i].inherited && !srv->listeners[i].retired)
             sd_release_socket(srv->listeners[i].fd);
     free(srv->listeners);
     srv->listeners = NULL;
@@ -254,12 +288,13 @@ static int listen_systemd(struct colibri_server *srv, const char *name, char *er
     if (name && !name[0])
         return err_set(err, errlen, -EINVAL, NULL, "expected 'systemd' or 'systemd:NAME'");
     int fds[256];
-    int n = sd_take_sockets(name, fds, N_ELEMENTS(fds), err, errlen), r = 0;
+    /* a reload may name the sockets the running config took */
+    int n = sd_take_sockets(name, fds, N_ELEMENTS(fds), srv->reload_of != NULL, err, errlen), r = 0;
     for (int i = 0; i < n; i++) {
         struct listener l;
         if (!r && !(r = listener_inherit(&l, fds[i], name ? name : "systemd", err, errlen)))
             r = add_listener(srv, &l, err, errlen);
-        if (r) /* not a listener after all: free for another line */
+        if (r && !srv->reload_of) /* not a listener after all: free for another line */
             sd_release_socket(fds[i]);
     }
     return n < 0 ? n : r;
@@ -278,7 +313,7 @@ int colibri_server_listen(struct colibri_server *srv, const char *addr, char *er
 
 /* --- running ------------------------------------------------------------------ */
 
-static unsigned cpu_count(void)
+unsigned server_cpu_count(void)
 {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
@@ -302,6 +337,22 @@ static uint32_t raise_fd_limit(void)
     return (uint32_t)rl.rlim_cur;
 }
 
+void server_finish_http(struct colibri_server *s, const bool *proxy, unsigned n)
+{
+    /* NULL: no listener wants PROXY headers, and run() need not ask */
+    s->http.proxy_protocol = proxy;
+    s->http.n_proxy_protocol = n;
+    s->http.error_tpl = s->error_tpl;
+    /* without named sites, everything goes to the default site (routes or
+     * not); with them, an unknown host gets 421 unless there is a default */
+    s->http.routes = s->n_vhosts && !s->has_default ? NULL : s->routes;
+    s->http.vhosts = s->vhosts;
+    s->http.n_vhosts = s->n_vhosts;
+    s->http.methods = 0;
+    for (const struct http_route *rt = s->route_list; rt; rt = rt->next)
+        s->http.methods |= http_handler_methods(rt->handler);
+}
+
 int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
 {
     int r = 0;
@@ -309,7 +360,7 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
         return r;
     signal(SIGPIPE, SIG_IGN);
 
-    unsigned n = srv->n_threads ? srv->n_threads : cpu_count();
+    unsigned n = srv->n_threads ? srv->n_threads : server_cpu_count();
     srv->max_fds = raise_fd_limit();
     /* mapped: page-aligned, so each pair of 32-byte entries fills exactly
      * one cache line, and untouched pages of the table cost no memory */
@@ -332,7 +383,6 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
         r = err_set(err, errlen, -ENOMEM, NULL, "out of memory for %u connections", srv->max_fds);
         goto out_free;
     }
-    srv->http.error_tpl = srv->error_tpl;
     free(srv->proxy_protocol);
     srv->proxy_protocol = calloc(srv->n_listeners, sizeof(bool));
     if (!srv->proxy_protocol) {
@@ -357,17 +407,15 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
     for (unsigned j = 0; j < srv->n_listeners; j++)
         any_shared |= srv->listen_shared[j] = srv->listeners[j].inherited;
     srv->wcfg.listen_shared = any_shared ? srv->listen_shared : NULL;
-    /* NULL: no listener wants PROXY headers, and run() need not ask */
-    srv->http.proxy_protocol = any_proxy ? srv->proxy_protocol : NULL;
-    srv->http.n_proxy_protocol = srv->n_listeners;
-    /* without named sites, everything goes to the default site (routes or
-     * not); with them, an unknown host gets 421 unless there is a default */
-    srv->http.routes = srv->n_vhosts && !srv->has_default ? NULL : srv->routes;
-    srv->http.vhosts = srv->vhosts;
-    srv->http.n_vhosts = srv->n_vhosts;
-    srv->http.methods = 0;
-    for (const struct http_route *rt = srv->route_list; rt; rt = rt->next)
-        srv->http.methods |= http_handler_methods(rt->handler);
+    server_finish_http(srv, any_proxy ? srv->proxy_protocol : NULL, srv->n_listeners);
+    /* the first generation: the server's own routes */
+    if (!(srv->gen = calloc(1, sizeof(*srv->gen)))) {
+        r = err_set(err, errlen, -ENOMEM, NULL, "out of memory");
+        goto out_free;
+    }
+    *srv->gen = (struct server_gen){.owner = srv, .http = &srv->http};
+    srv->gen->proxy_protocol = srv->proxy_protocol;
+    srv->proxy_protocol = NULL; /* the generation's now */
     /* room for a whole head and the start of a body, in whole pages */
     srv->wcfg.in_cap = (srv->http.limits.max_head + 1024 + 4095) & ~(size_t)4095;
 
@@ -445,8 +493,7 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
     sigaddset(&block, SIGHUP);
     sigaddset(&block, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &block, &old);
-    if (logs_start_thread(&srv->logs))
-        r = err_set(err, errlen, -EAGAIN, NULL, "cannot start the log thread");
+    r = control_start(srv, err, errlen);
     unsigned running = 0;
     for (; !r && running < n; running++)
         if (pthread_create(&srv->workers[running].thread, NULL, worker_main,
@@ -472,13 +519,17 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
     for (unsigned i = 0; i < running; i++)
         pthread_join(srv->workers[i].thread, NULL);
     srv->running = 0;
+    /* no reload from here on (one in progress ends first) */
+    control_stop(srv);
     /* the workers are gone: what they buffered for the access log goes out */
     for (unsigned i = 0; i < n; i++)
         http_worker_flush_log(srv->http_workers[i]);
+    server_free_retired(srv);
     if (!r)
         log_msg(LOG_INFO, "stopped");
 
 out_workers:
+    control_stop(srv);
     logs_stop(&srv->logs);
     for (unsigned i = 0; i < started; i++)
         worker_destroy(&srv->workers[i]);

@@ -7,7 +7,9 @@
  * HTTP layer a struct http_config. Nothing below it knows it exists. */
 #pragma once
 
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 
 #include "colibri.h"
@@ -20,6 +22,20 @@
 
 struct config;
 struct tpl;
+
+/* A generation: what one config built that requests read (the routes,
+ * sites, modules' data, limits, error template: an http_config and what
+ * it points to). The workers' HTTP slots point at the newest; a reload
+ * publishes a new one and retires the old, which is freed once every
+ * worker is done with it (worker_quiesce: no request in flight on it). */
+struct server_gen {
+    struct colibri_server *owner; /* holds the routes: the server itself, or a reload's */
+    struct http_config *http;     /* &owner->http */
+    bool *proxy_protocol;         /* by listener index (stable across reloads); owned */
+    struct server_gen *prev;      /* the generation this one replaced */
+    atomic_uint left;             /* once retired: workers not done with it yet */
+    struct server_gen *next_retired;
+};
 
 struct colibri_server {
     struct config *cfg; /* the last config file read */
@@ -42,10 +58,13 @@ struct colibri_server {
     struct trie *loading; /* the named site being loaded: add_route's target (NULL: default) */
     bool has_default;     /* a "site { }", or a route added to the default site */
     struct colibri_handler *handlers;
+    bool *handler_lib; /* by handler: registered by a "module FILE" library */
     unsigned n_handlers;
     struct colibri_module *modules;
+    bool *module_lib;
     unsigned n_modules;
-    void **libs; /* dlopen() handles of "module FILE" lines */
+    bool in_lib_init; /* a library's colibri_module_init() is running */
+    void **libs;      /* dlopen() handles of "module FILE" lines */
     unsigned n_libs;
     struct worker_cfg wcfg;
     struct http_config http;
@@ -58,6 +77,19 @@ struct colibri_server {
     int *acceptor_fds;
     struct server_logs logs;
     struct conn_peer *peers; /* the peers' addresses, indexed by fd like conns */
+    char *config_path;       /* the file colibri_server_load_config() read: what a reload reads */
+    char *user_text, *chroot_text; /* "user" and "chroot" as written */
+    /* reloading */
+    struct colibri_server *reload_of; /* set in a reload's server: the running one */
+    colibri_reload_fn reload_hook;
+    void *reload_arg;
+    struct server_gen *gen;     /* the newest generation, while running */
+    struct server_gen *retired; /* older ones, until every worker is done with them */
+    /* the control thread: reopens logs and reloads, woken through ctl_fd */
+    int ctl_fd; /* eventfd, -1 when not running */
+    atomic_bool ctl_stop, want_reopen, want_reload;
+    bool ctl_started;
+    pthread_t ctl_thread;
     volatile sig_atomic_t running;
     volatile sig_atomic_t stop_asap; /* shutdown asked for before the workers ran */
 };
@@ -66,3 +98,21 @@ struct colibri_server {
 const struct colibri_handler *server_find_handler(const struct colibri_server *srv,
                                                   const char *name);
 const struct colibri_module *server_find_module(const struct colibri_server *srv, const char *name);
+
+/* server.c */
+unsigned server_cpu_count(void);
+/* Frees the routes, sites and error template the server's config built
+ * (idempotent). */
+void server_release_routes(struct colibri_server *srv);
+/* Fills s->http from what s loaded (routes, sites, methods) with the
+ * PROXY table proxy (by listener index, n entries; NULL when none). */
+void server_finish_http(struct colibri_server *s, const bool *proxy, unsigned n);
+
+/* control.c: the control thread (log reopening, reloads) */
+int control_start(struct colibri_server *srv, char *err, size_t errlen);
+void control_stop(struct colibri_server *srv);
+/* reload.c */
+void server_reload(struct colibri_server *srv);
+/* Frees every retired generation (the workers are gone) */
+void server_free_retired(struct colibri_server *srv);
+void server_gen_free(struct colibri_server *srv, struct server_gen *g);

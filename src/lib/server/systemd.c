@@ -104,7 +104,8 @@ static int check_socket(int fd, const char *name, char *err, size_t errlen)
     return 0;
 }
 
-int sd_take_sockets(const char *name, int *fds, unsigned max, char *err, size_t errlen)
+int sd_take_sockets(const char *name, int *fds, unsigned max, bool allow_taken, char *err,
+                    size_t errlen)
 {
     pthread_mutex_lock(&sd.lock);
     if (!sd.read)
@@ -118,7 +119,7 @@ int sd_take_sockets(const char *name, int *fds, unsigned max, char *err, size_t 
         if (name && strcmp(sd.names[i], name))
             continue;
         int fd = SD_FIRST_FD + (int)i;
-        if (sd.taken[i]) {
+        if (sd.taken[i] && !allow_taken) {
             r = err_set(err, errlen, -EEXIST, NULL,
                         "systemd socket fd %d ('%s') is taken by another listener already", fd,
                         sd.names[i]);

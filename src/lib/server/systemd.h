@@ -22,7 +22,10 @@
  * a socket another listener took already. The fds stay open for the life
  * of the process; the caller must not close them (sd_release gives one
  * back). */
-int sd_take_sockets(const char *name, int *fds, unsigned max, char *err, size_t errlen);
+/* allow_taken (a reload, whose config may name the sockets the running
+ * one took): taken sockets are no error. */
+int sd_take_sockets(const char *name, int *fds, unsigned max, bool allow_taken, char *err,
+                    size_t errlen);
 /* Forgets that fd was taken (a listener that goes away). */
 void sd_release_socket(int fd);
 
@@ -32,7 +35,7 @@ int sd_notify_open(char *err, size_t errlen);
 /* Sends "READY=1", "STOPPING=1"...: one datagram, nothing when no
  * NOTIFY_SOCKET. Async-signal-safe (a send() on the connected socket). */
 void sd_notify_send(const char *state);
-/* For a reload (there is none yet): "RELOADING=1" with the
+/* For a reload: "RELOADING=1" with the
  * MONOTONIC_USEC= that Type=notify-reload wants, then, once the new
  * config serves, sd_notify_send("READY=1"). */
 void sd_notify_reloading(void);

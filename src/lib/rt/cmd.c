@@ -1,0 +1,170 @@
+/* cmd.c - what other threads ask of a worker (worker_post), grace
+ * periods (worker_quiesce) and listeners added or removed while the
+ * worker runs: the runtime's side of a reload, protocol-neutral. */
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "rt/worker.h"
+
+/* How often a pending worker_quiesce() looks for its contexts. */
+#define QUIESCE_POLL_MS 5
+
+static void free_cmds(struct worker_cmd *c, bool drop)
+{
+    while (c) {
+        struct worker_cmd *next = c->next;
+        if (drop && c->drop)
+            c->drop(c->arg);
+        free(c);
+        c = next;
+    }
+}
+
+void run_cmds(struct worker *w)
+{
+    if (!atomic_load_explicit(&w->has_cmds, memory_order_acquire))
+        return;
+    pthread_mutex_lock(&w->cmd_lock);
+    struct worker_cmd *c = w->cmds;
+    w->cmds = NULL;
+    w->cmds_tail = &w->cmds;
+    atomic_store_explicit(&w->has_cmds, false, memory_order_relaxed);
+    pthread_mutex_unlock(&w->cmd_lock);
+    while (c) {
+        struct worker_cmd *next = c->next;
+        c->fn(w, c->arg);
+        free(c);
+        c = next;
+    }
+}
+
+int worker_post(struct worker *w, void (*fn)(struct worker *w, void *arg), void (*drop)(void *arg),
+                void *arg)
+{
+    struct worker_cmd *c = malloc(sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    *c = (struct worker_cmd){.fn = fn, .drop = drop, .arg = arg};
+    pthread_mutex_lock(&w->cmd_lock);
+    *w->cmds_tail = c;
+    w->cmds_tail = &c->next;
+    atomic_store_explicit(&w->has_cmds, true, memory_order_release);
+    pthread_mutex_unlock(&w->cmd_lock);
+    uint64_t one = 1;
+    ssize_t r = write(w->wake_fd, &one, sizeof(one));
+    (void)r; /* fails only when the counter is saturated: it is awake */
+    return 0;
+}
+
+/* The grace period ended: what waited for it runs, in the order asked. */
+static void quiesce_done(struct worker *w)
+{
+    timer_del(&w->timers, &w->quiesce_timer);
+    struct worker_cmd *c = w->quiesced;
+    w->quiesced = NULL;
+    while (c) {
+        struct worker_cmd *next = c->next;
+        c->fn(w, c->arg);
+        free(c);
+        c = next;
+    }
+}
+
+/* A held context that is back in the pool (fd -1) finished the run it was
+ * in; one taken again since stays held, which only makes the wait longer. */
+void quiesce_poll(struct worker *w, uint64_t now)
+{
+    for (struct conn_ctx *c = w->all_ctx; c && w->n_held; c = c->all_next)
+        if (c->held && c->fd < 0) {
+            c->held = false;
+            w->n_held--;
+        }
+    timer_del(&w->timers, &w->quiesce_timer);
+    if (!w->n_held)
+        quiesce_done(w);
+    else if (timer_add(&w->timers, &w->quiesce_timer, now + QUIESCE_POLL_MS) < 0)
+        LOG_LIMITED(LOG_ERROR, "worker %u: out of memory for a timer", w->idx);
+}
+
+int worker_quiesce(struct worker *w, void (*fn)(struct worker *w, void *arg), void *arg)
+{
+    if (w->stopping)
+        return 0; /* dropped: nothing will be freed before the worker ends */
+    for (struct conn_ctx *c = w->all_ctx; c; c = c->all_next)
+        if (c->fd >= 0 && !c->held) {
+            c->held = true;
+            w->n_held++;
+        }
+    if (!w->n_held) {
+        fn(w, arg);
+        return 0;
+    }
+    struct worker_cmd *c = malloc(sizeof(*c)), **tail = &w->quiesced;
+    if (!c)
+        return -ENOMEM;
+    *c = (struct worker_cmd){.fn = fn, .arg = arg};
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = c;
+    if (!timer_armed(&w->quiesce_timer) &&
+        timer_add(&w->timers, &w->quiesce_timer, worker_now_ms() + QUIESCE_POLL_MS) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+int worker_add_listener(struct worker *w, unsigned idx, int fd, bool shared)
+{
+    if (w->stopping || idx > UINT16_MAX) {
+        close(fd);
+        return w->stopping ? 0 : -E2BIG;
+    }
+    if (idx >= w->n_listen) {
+        int *n = realloc(w->listen_fds, (idx + 1) * sizeof(*n));
+        if (!n) {
+            close(fd);
+            return -ENOMEM;
+        }
+        for (unsigned i = w->n_listen; i <= idx; i++)
+            n[i] = -1;
+        w->listen_fds = n;
+        w->n_listen = idx + 1;
+    }
+    struct epoll_event ev = {.events = EPOLLIN | (shared ? EPOLLEXCLUSIVE : 0),
+                             .data.u64 = EV_LISTEN_AT(idx) | (uint32_t)fd};
+    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        int e = -errno;
+        close(fd);
+        return e;
+    }
+    w->listen_fds[idx] = fd;
+    return 0;
+}
+
+void worker_remove_listener(struct worker *w, unsigned idx)
+{
+    if (idx >= w->n_listen || w->listen_fds[idx] < 0)
+        return;
+    /* out of epoll first: a shared socket's other dups keep it open */
+    epoll_ctl(w->epfd, EPOLL_CTL_DEL, w->listen_fds[idx], NULL);
+    close(w->listen_fds[idx]);
+    w->listen_fds[idx] = -1;
+}
+
+void quiesce_drop(struct worker *w)
+{
+    timer_del(&w->timers, &w->quiesce_timer);
+    free_cmds(w->quiesced, false);
+    w->quiesced = NULL;
+}
+
+void cmds_destroy(struct worker *w)
+{
+    free_cmds(w->cmds, true);
+    w->cmds = NULL;
+    free_cmds(w->quiesced, false);
+    w->quiesced = NULL;
+    pthread_mutex_destroy(&w->cmd_lock);
+}
