@@ -63,9 +63,17 @@ const char *colibri_method_name(enum colibri_method m);
  *    most max_request_body) before the handler runs, answering 413 or 400
  *    itself when it cannot; colibri_req_body() hands it over. Without it,
  *    colibri_req_body() answers 500 and the server skips a body after the
- *    handler (or closes the connection if it cannot). */
+ *    handler (or closes the connection if it cannot).
+ *  - COLIBRI_NEED_BODY_STREAM: the handler reads the body itself, as it
+ *    arrives, with colibri_req_multipart_next(); nothing of it is read
+ *    before the handler runs, except that a Content-Length above the
+ *    route's max_body is answered 413 without running the handler. What
+ *    the handler leaves unread is skipped after it returns.
+ * A route's max_body ("handler PREFIX NAME { max_body = SIZE }") replaces
+ * the server's max_request_body for both. */
 enum colibri_need {
     COLIBRI_NEED_BODY = 1u << 0,
+    COLIBRI_NEED_BODY_STREAM = 1u << 1,
 };
 
 /* Returns the HTTP status. With a status >= 400 and an empty body, the
@@ -226,6 +234,32 @@ bool colibri_req_cookie(const struct colibri_request *req, const char *name,
  * with COLIBRI_NEED_BODY. Returns 0, or the HTTP status to give up with
  * (413 too large, 400 malformed). */
 int colibri_req_body(struct colibri_request *req, struct colibri_str *body);
+/* multipart/form-data (RFC 7578), part by part, for handlers with
+ * COLIBRI_NEED_BODY_STREAM: the body is parsed as it arrives and never held
+ * whole. A part of at most multipart_memory_max bytes (config key, default
+ * 64k) is handed over in memory; a larger one goes to a temporary file in
+ * temp_dir (config key; default $TMPDIR, else /tmp), created with
+ * O_TMPFILE (or mkstemp and an immediate unlink), mode 0600: it has no
+ * name anybody can open, and it is gone once its fd is closed. */
+struct colibri_part {
+    const char *name;         /* the field's name (Content-Disposition) */
+    const char *filename;     /* the file's name as the client sent it; NULL: not a file */
+    const char *content_type; /* the part's Content-Type; "text/plain" when it has none */
+    uint64_t size;            /* bytes of content */
+    const char *data;         /* the content, when in memory (size bytes); else NULL */
+    int fd;                   /* -1, or the temporary file holding the content, at offset 0 */
+};
+/* Reads the next part whole. Returns 1 with *part filled, 0 after the last
+ * part, or the HTTP status to give up with: 415 when the body is not
+ * multipart/form-data with a valid boundary, 400 when it is malformed (a
+ * missing close delimiter, bad part headers, more than 1000 parts), 413
+ * when it outgrows max_body, 500 without COLIBRI_NEED_BODY_STREAM or when
+ * a temporary file cannot be written. name, filename and content_type stay
+ * valid until the handler returns; data and fd only until the next call
+ * (the fd is closed then, or when the handler returns, or when the client
+ * vanishes mid-upload: dup() it to keep the file). A failure is final:
+ * later calls return the same status. */
+int colibri_req_multipart_next(struct colibri_request *req, struct colibri_part *part);
 /* Whether the request carries a body (Content-Length > 0 or chunked). */
 bool colibri_req_has_body(const struct colibri_request *req);
 /* The raw header block, for debugging handlers like echo. */

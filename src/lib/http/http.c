@@ -63,6 +63,14 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
     }
     resp->head_only = head->method == COLIBRI_HEAD;
     req->needs = h->needs;
+    if (route->max_body)
+        req->max_body = route->max_body;
+    /* a body announced too large is refused before anybody reads it */
+    if (req->body_kind == BODY_LENGTH && req->body_left > req->max_body &&
+        (h->needs & (COLIBRI_NEED_BODY | COLIBRI_NEED_BODY_STREAM))) {
+        hc->closing = hc->lingering = true;
+        return 413;
+    }
     /* a handler that reads the body gets it whole, or never runs */
     if ((h->needs & COLIBRI_NEED_BODY) && (r = http_body_pump(req, true)))
         return r;
@@ -82,6 +90,7 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
         .head = head,
         .head_at = ctx->in + ctx->in_pos,
         .head_len = head_len,
+        .max_body = hw->cfg->max_body,
     };
     struct colibri_response resp = {.req = &req, .mime = "text/plain"};
 

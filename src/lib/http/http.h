@@ -27,6 +27,7 @@ struct http_route {
     void *data;
     void (*free_data)(void *);
     struct http_route *next; /* every route, for freeing */
+    uint64_t max_body;       /* its request bodies' limit; 0: the server's max_body */
 };
 
 struct http_config {
@@ -37,7 +38,9 @@ struct http_config {
     unsigned n_vhosts;               /* 0: every request goes to routes */
     struct http_limits limits;
     size_t max_body;
-    char server_hdr[128]; /* "Server: colibri\r\n", or "" */
+    size_t multipart_memory_max; /* a multipart part above this goes to a temporary file */
+    char temp_dir[256];          /* where: temp_dir, else $TMPDIR, else /tmp */
+    char server_hdr[128];        /* "Server: colibri\r\n", or "" */
     size_t server_hdr_len;
     const struct tpl *error_tpl; /* error_template, or NULL for the built-in pages */
     unsigned methods;            /* what some route answers: OPTIONS * lists these */

@@ -92,11 +92,24 @@ static int pin_head(struct colibri_request *req)
     return 0;
 }
 
+/* The first read of a body that expects it sends "100 Continue". */
+static void send_continue(struct colibri_request *req)
+{
+    struct conn_ctx *ctx = req->ctx;
+    if ((req->head->flags & HTTP_F_EXPECT_CONTINUE) && !req->continue_sent &&
+        ctx->in_len == ctx->in_pos) {
+        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        conn_flush(ctx);
+        conn_write(ctx, cont, sizeof(cont) - 1);
+        req->continue_sent = true;
+    }
+}
+
 int http_body_pump(struct colibri_request *req, bool keep)
 {
     struct conn_ctx *ctx = req->ctx;
     struct http_conn *hc = req->hc;
-    uint64_t max = req->cfg->max_body;
+    uint64_t max = req->max_body;
 
     if (req->body_done)
         return 0;
@@ -106,13 +119,7 @@ int http_body_pump(struct colibri_request *req, bool keep)
     }
     if (req->body_kind == BODY_LENGTH && req->body_left > max)
         goto out_too_large;
-    if ((req->head->flags & HTTP_F_EXPECT_CONTINUE) && !req->continue_sent &&
-        ctx->in_len == ctx->in_pos) {
-        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        conn_flush(ctx);
-        conn_write(ctx, cont, sizeof(cont) - 1);
-        req->continue_sent = true;
-    }
+    send_continue(req);
     for (;;) {
         size_t avail = ctx->in_len - ctx->in_pos;
         char *p = ctx->in + ctx->in_pos;
@@ -156,6 +163,63 @@ int http_body_pump(struct colibri_request *req, bool keep)
     }
     req->body_done = true;
     return 0;
+
+out_too_large:
+    hc->closing = hc->lingering = true;
+    return 413;
+out_bad:
+    hc->closing = hc->lingering = true;
+    return 400;
+out_close:
+    hc->closing = hc->lingering = true;
+    return 500;
+}
+
+int http_body_next(struct colibri_request *req, struct view *out)
+{
+    struct conn_ctx *ctx = req->ctx;
+    struct http_conn *hc = req->hc;
+
+    *out = (struct view){.p = "", .len = 0};
+    if (req->body_done || req->body_kind == BODY_NONE) {
+        req->body_done = true;
+        return 0;
+    }
+    if (req->body_kind == BODY_LENGTH && req->body_left > req->max_body)
+        goto out_too_large;
+    send_continue(req);
+    for (;;) {
+        size_t avail = ctx->in_len - ctx->in_pos;
+        char *p = ctx->in + ctx->in_pos;
+        size_t got;
+        if (req->body_kind == BODY_LENGTH) {
+            got = (size_t)MIN((uint64_t)avail, req->body_left);
+            ctx->in_pos += got;
+            req->body_left -= got;
+            req->body_done = !req->body_left;
+        } else {
+            ssize_t used = http_chunked_decode(&hc->chunked, p, avail, &got);
+            if (used < 0)
+                goto out_bad;
+            ctx->in_pos += (size_t)used;
+            req->body_left += got; /* what was read so far */
+            if (req->body_left > req->max_body)
+                goto out_too_large;
+            req->body_done = hc->chunked.done;
+        }
+        if (got || req->body_done) {
+            *out = (struct view){.p = p, .len = got};
+            return 0;
+        }
+        if (!req->head_pinned && pin_head(req) < 0)
+            goto out_close;
+        conn_compact(ctx);
+        if (ctx->in_len == ctx->in_cap)
+            goto out_bad;
+        if (conn_read(ctx, false) == 0)
+            goto out_bad;
+        conn_progress(ctx);
+    }
 
 out_too_large:
     hc->closing = hc->lingering = true;

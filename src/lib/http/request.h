@@ -63,6 +63,8 @@ struct colibri_request {
     unsigned needs;     /* the handler's enum colibri_need */
     struct view path;   /* decoded and normalised, NUL-terminated */
     uint64_t body_left;
+    uint64_t max_body;  /* the route's limit, or the server's */
+    struct http_mp *mp; /* colibri_req_multipart_next()'s state, once called */
 };
 
 struct colibri_response {
@@ -107,6 +109,11 @@ static inline int http_decode_path(struct colibri_request *req)
 /* Reads the rest of the body into hc->reqbody (keep) or drops it. 0, or
  * the status to give up with (the connection then closes). */
 int http_body_pump(struct colibri_request *req, bool keep);
+/* The next bytes of the body (de-chunked), read from the socket when none
+ * are buffered: 0 with out->len > 0, 0 with out->len == 0 at its end, or
+ * the status to give up with (the connection then closes). The bytes stay
+ * valid until the next call. */
+int http_body_next(struct colibri_request *req, struct view *out);
 /* Consumes a body nobody read, so the next request is framed right; if
  * that is not possible, the connection closes. */
 void http_skip_body(struct colibri_request *req);

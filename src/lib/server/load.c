@@ -64,18 +64,25 @@ static int size_in(const struct config_node *n, uint64_t min, uint64_t max, size
     return 0;
 }
 
-/* "handler PREFIX NAME" */
-static int load_handler(struct colibri_server *srv, const struct config_node *n, char *err,
-                        size_t errlen)
+/* "handler PREFIX NAME", or "handler PREFIX NAME { max_body = SIZE }" */
+static int load_handler(struct colibri_server *srv, struct config_node *n, char *err, size_t errlen)
 {
     char prefix[1024], name[128], extra, why[256];
-    if (n->is_section || sscanf(n->value, "%1023s %127s %c", prefix, name, &extra) != 2)
+    if (sscanf(n->value, "%1023s %127s %c", prefix, name, &extra) != 2)
         return config_error(n, err, errlen, "expected 'handler PREFIX NAME'");
     const struct colibri_handler *h = server_find_handler(srv, name);
     if (!h)
         return config_error(n, err, errlen, "unknown handler '%s'", name);
+    size_t max_body = 0;
+    struct config_node *o;
+    int r;
+    if (n->is_section && (o = config_take(n, "max_body")) &&
+        (r = size_in(o, 1, SIZE_MAX, &max_body, err, errlen)))
+        return r;
     if (colibri_server_add_route(srv, prefix, h, NULL, NULL, why, sizeof(why)))
         return config_error(n, err, errlen, "%s", why);
+    srv->route_list->max_body = max_body; /* the route just added */
+    /* anything else in the block: config_check_unused() names it */
     return 0;
 }
 
@@ -307,6 +314,15 @@ static void load_settings(struct colibri_server *srv, struct config *cfg, struct
     if ((n = config_take(root, "max_request_body")) &&
         (r = size_in(n, 0, SIZE_MAX, &h->max_body, err, errlen)))
         note(e, n, err);
+    if ((n = config_take(root, "multipart_memory_max")) &&
+        (r = size_in(n, 0, 1 << 30, &h->multipart_memory_max, err, errlen)))
+        note(e, n, err);
+    if ((n = config_take(root, "temp_dir"))) {
+        if (n->value[0] != '/' || strlen(n->value) >= sizeof(h->temp_dir))
+            note(e, n, (config_error(n, err, errlen, "must be an absolute path"), err));
+        else
+            strcpy(h->temp_dir, n->value);
+    }
     if ((n = config_take(root, "server_header"))) {
         if (strlen(n->value) > 100 || strpbrk(n->value, "\r\n")) {
             config_error(n, err, errlen, "must be one short line");

@@ -52,8 +52,12 @@ struct colibri_server *colibri_server_new(void)
     srv->http = (struct http_config){
         .limits = HTTP_LIMITS_DEFAULT,
         .max_body = 1 << 20,
+        .multipart_memory_max = 64 << 10,
         .access_log_fd = -1,
     };
+    const char *tmp = getenv("TMPDIR");
+    snprintf(srv->http.temp_dir, sizeof(srv->http.temp_dir), "%s",
+             tmp && tmp[0] == '/' && strlen(tmp) < sizeof(srv->http.temp_dir) ? tmp : "/tmp");
     logs_init(&srv->logs);
     strcpy(srv->http.server_hdr, "Server: colibri\r\n");
     srv->http.server_hdr_len = strlen(srv->http.server_hdr);

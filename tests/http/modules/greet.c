@@ -26,6 +26,10 @@
  *               "last: ID" (the client's Last-Event-ID) or "last: none"
  *   form        COLIBRI_NEED_BODY; answers "name=[N] note=[T]" from an
  *               urlencoded form ("-" for a field it lacks)
+ *   upload      COLIBRI_NEED_BODY_STREAM; a line per multipart part:
+ *               "name=N filename=F type=T size=S adler32=X in=memory|file
+ *               links=L" (F "-" for none; L the temporary file's link count,
+ *               "-" in memory), then "end"; or the status the API returned
  * Module:
  *   shout PREFIX { text = WORDS   repeat = N }   WORDS in capitals, N times
  *
@@ -39,6 +43,7 @@
 #include <string.h>
 
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "colibri.h"
@@ -286,6 +291,58 @@ static int form(struct colibri_request *req, struct colibri_response *resp, void
     return 200;
 }
 
+/* zlib's Adler-32, as Python's zlib.adler32 computes it */
+static uint32_t adler32(uint32_t a, const unsigned char *p, size_t n)
+{
+    uint32_t s1 = a & 0xffff, s2 = a >> 16;
+    while (n) {
+        size_t k = n < 5552 ? n : 5552;
+        n -= k;
+        while (k--) {
+            s1 += *p++;
+            s2 += s1;
+        }
+        s1 %= 65521;
+        s2 %= 65521;
+    }
+    return s2 << 16 | s1;
+}
+
+static int upload(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    (void)data;
+    struct colibri_part part;
+    int r;
+    while ((r = colibri_req_multipart_next(req, &part)) == 1) {
+        uint32_t sum = 1;
+        uint64_t seen = 0;
+        char links[24] = "-";
+        if (part.fd >= 0) {
+            static __thread unsigned char buf[65536];
+            ssize_t n;
+            while ((n = read(part.fd, buf, sizeof(buf))) > 0) {
+                sum = adler32(sum, buf, (size_t)n);
+                seen += (uint64_t)n;
+            }
+            struct stat st;
+            if (fstat(part.fd, &st) == 0)
+                snprintf(links, sizeof(links), "%lu", (unsigned long)st.st_nlink);
+        } else {
+            sum = adler32(sum, (const unsigned char *)part.data, (size_t)part.size);
+            seen = part.size;
+        }
+        colibri_resp_printf(resp,
+                            "name=%s filename=%s type=%s size=%" PRIu64 " adler32=%08x in=%s "
+                            "links=%s\n",
+                            part.name, part.filename ? part.filename : "-", part.content_type, seen,
+                            sum, part.fd >= 0 ? "file" : "memory", links);
+    }
+    if (r)
+        return r;
+    colibri_resp_append(resp, "end\n", 4);
+    return 200;
+}
+
 #ifndef GREET_NO_INIT
 int colibri_module_init(struct colibri_server *srv)
 {
@@ -314,6 +371,10 @@ int colibri_module_init(struct colibri_server *srv)
          .fn = form,
          .methods = COLIBRI_M(COLIBRI_POST),
          .needs = COLIBRI_NEED_BODY},
+        {.name = "upload",
+         .fn = upload,
+         .methods = COLIBRI_M(COLIBRI_POST),
+         .needs = COLIBRI_NEED_BODY_STREAM},
     };
     if (event_fd < 0 && (event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
         return -errno;
