@@ -10,6 +10,7 @@ import socket
 import struct
 import threading
 import time
+import zlib
 
 import pytest
 
@@ -283,3 +284,115 @@ def test_many_connections_one_thread_hello_responsive(ws_server):
     assert worst < 0.5, worst
     for w in conns:
         w.close()
+
+
+# --- permessage-deflate (RFC 7692) ---
+
+
+def test_deflate_not_without_offer(ws_server):
+    w = connect(ws_server)
+    assert "sec-websocket-extensions" not in w.headers
+    w.close()
+
+
+@pytest.mark.parametrize(
+    "offer,answer",
+    [
+        ("permessage-deflate", "permessage-deflate"),
+        ("permessage-deflate; client_max_window_bits", "permessage-deflate"),
+        (
+            "permessage-deflate; server_no_context_takeover; client_no_context_takeover",
+            "permessage-deflate; server_no_context_takeover; client_no_context_takeover",
+        ),
+        ("permessage-deflate; server_max_window_bits=10", "permessage-deflate; server_max_window_bits=10"),
+        # the first acceptable offer wins
+        ("permessage-deflate; server_max_window_bits=8, permessage-deflate", "permessage-deflate"),
+        ("x-webkit-deflate-frame, permessage-deflate; client_max_window_bits=\"12\"", "permessage-deflate"),
+        ("permessage-deflate; unknown_param", None),
+        ("permessage-deflate; server_no_context_takeover; server_no_context_takeover", None),
+        ("permessage-deflate; server_max_window_bits=16", None),
+        ("permessage-deflate; server_max_window_bits", None),
+        ("foo", None),
+    ],
+)
+def test_deflate_negotiation(ws_server, offer, answer):
+    w = connect(ws_server, extensions=offer)
+    assert w.headers.get("sec-websocket-extensions") == answer
+    w.close()
+
+
+@pytest.mark.parametrize(
+    "offer",
+    [
+        "permessage-deflate; client_max_window_bits",
+        "permessage-deflate; server_no_context_takeover; client_no_context_takeover",
+        "permessage-deflate; server_max_window_bits=9",
+    ],
+)
+def test_deflate_round_trips(ws_server, offer):
+    w = connect(ws_server, extensions=offer)
+    assert w.deflate
+    no_ctx = "client_no_context_takeover" in offer
+    msgs = [b"hello " * 20, b"", b"x", ("κόσμε " * 1000).encode(), bytes(range(256)) * 300, b"hello " * 20]
+    for i, m in enumerate(msgs):
+        if no_ctx:
+            w.compressor = zlib.compressobj(6, zlib.DEFLATED, -15)
+        op = TEXT if i != 4 else BINARY
+        w.send_message(op, m, compress=True)
+        # the server answers compressed (above 32 bytes) or plain
+        assert w.recv_message() == (op, m)
+        w.send_message(op, m)  # uncompressed messages are fine as well
+        assert w.recv_message() == (op, m)
+    w.close()
+
+
+def test_deflate_fragmented_message(ws_server):
+    w = connect(ws_server, extensions="permessage-deflate")
+    c = w.compressor
+    data = c.compress(b"abc" * 10000) + c.flush(zlib.Z_SYNC_FLUSH)
+    data = data[:-4]
+    third = len(data) // 3
+    w.send_frame(TEXT, data[:third], fin=False, rsv=4)
+    w.send_frame(PING, b"mid")
+    w.send_frame(CONT, data[third : 2 * third], fin=False)
+    w.send_frame(CONT, data[2 * third :])
+    assert w.recv_frame() == (True, 0, PONG, b"mid")
+    assert w.recv_message() == (TEXT, b"abc" * 10000)
+    w.close()
+
+
+def test_deflate_bomb_is_1009(ws_server):
+    w = connect(ws_server, extensions="permessage-deflate", timeout=20)
+    w.send_message(BINARY, b"\0" * ((16 << 20) + 1), compress=True)  # ~17 KB on the wire
+    w.expect_close(1009, timeout=20)
+
+
+def test_deflate_bad_data_is_1007(ws_server):
+    w = connect(ws_server, extensions="permessage-deflate")
+    w.send_frame(BINARY, b"\xff\xff\xff\xff\xff", rsv=4)
+    w.expect_close(1007)
+
+
+def test_deflate_invalid_utf8_inside_is_1007(ws_server):
+    w = connect(ws_server, extensions="permessage-deflate")
+    w.send_message(TEXT, b"ok then \xed\xa0\x80", compress=True)
+    w.expect_close(1007)
+
+
+def test_deflate_rsv1_on_continuation_is_1002(ws_server):
+    w = connect(ws_server, extensions="permessage-deflate")
+    w.send(frame(BINARY, b"a", fin=False) + frame(CONT, b"b", rsv=4))
+    w.expect_close(1002)
+
+
+def test_deflate_server_compresses(ws_server):
+    w = connect(ws_server, extensions="permessage-deflate")
+    m = b"the same words again and again " * 100
+    w.send_message(TEXT, m)
+    fin, rsv, op, p = w.recv_frame()
+    assert (fin, rsv, op) == (True, 4, TEXT)
+    assert len(p) < len(m) // 10
+    assert w.inflater.decompress(p + b"\x00\x00\xff\xff") == m
+    w.send_message(TEXT, b"short")
+    assert w.recv_frame() == (True, 0, TEXT, b"short")  # too short to compress
+    w.close()

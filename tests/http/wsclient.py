@@ -76,6 +76,10 @@ class WS:
                 k, v = line.split(":", 1)
                 self.headers[k.strip().lower()] = v.strip()
         self.deflate = "permessage-deflate" in self.headers.get("sec-websocket-extensions", "")
+        # both sides keep their context from message to message (no
+        # *_no_context_takeover unless the test resets them itself)
+        self.inflater = zlib.decompressobj(-15)
+        self.compressor = zlib.compressobj(6, zlib.DEFLATED, -15)
 
     def _fill(self, deadline):
         left = deadline - time.monotonic()
@@ -140,13 +144,12 @@ class WS:
             if fin:
                 data = b"".join(parts)
                 if compressed:
-                    d = zlib.decompressobj(-15)
-                    data = d.decompress(data + b"\x00\x00\xff\xff")
+                    data = self.inflater.decompress(data + b"\x00\x00\xff\xff")
                 return first, data
 
     def send_message(self, opcode, payload, compress=False):
         if compress:
-            c = zlib.compressobj(6, zlib.DEFLATED, -15)
+            c = self.compressor
             data = c.compress(payload) + c.flush(zlib.Z_SYNC_FLUSH)
             assert data.endswith(b"\x00\x00\xff\xff")
             self.send_frame(opcode, data[:-4], rsv=4)

@@ -16,6 +16,7 @@
 #include "base/base64.h"
 #include "base/sha1.h"
 #include "http/request.h"
+#include "http/ws_deflate.h"
 #include "http/ws_frame.h"
 #include "rt/worker.h"
 
@@ -24,6 +25,8 @@
 #define SEND_FLUSH_AT (64 * 1024)
 /* Larger payloads leave straight from the caller's buffer. */
 #define SEND_COPY_MAX (16 * 1024)
+/* Shorter messages are sent uncompressed: deflate would not pay. */
+#define DEFLATE_MIN 32
 /* How long colibri_ws_close() waits for the peer's close frame. */
 #define CLOSE_WAIT_MS 1000
 
@@ -36,7 +39,10 @@ struct colibri_ws {
     int wait_fd; /* a dup() of the socket, for conn_wait_fd() */
     struct ws_rx rx;
     struct ws_utf8 utf8;
-    struct strbuf msg; /* the message being read */
+    struct strbuf msg;    /* the message being read */
+    struct ws_deflate *z; /* permessage-deflate, when negotiated */
+    struct strbuf zin;    /* a compressed message being read */
+    struct strbuf zout;   /* a message compressed for sending */
     uint8_t ctl[WS_CONTROL_MAX + 1];
     bool close_sent;
     int done;            /* what colibri_ws_read() returns from now on (< 0), or 0 */
@@ -71,13 +77,19 @@ static void ws_free(void *arg)
 {
     struct colibri_ws *ws = arg;
     strbuf_free(&ws->msg);
+    strbuf_free(&ws->zin);
+    strbuf_free(&ws->zout);
+    if (ws->z) {
+        ws_deflate_free(ws->z);
+        free(ws->z);
+    }
     if (ws->wait_fd >= 0)
         close(ws->wait_fd);
     free(ws);
 }
 
 /* The 101 answer, into ctx->out: it leaves with the first send or wait. */
-static void write_101(struct colibri_ws *ws, const char *accept)
+static void write_101(struct colibri_ws *ws, const char *accept, const char *ext)
 {
     struct strbuf *out = &ws->ctx->out;
     strbuf_append_str(out, "HTTP/1.1 101 Switching Protocols\r\n"
@@ -86,6 +98,11 @@ static void write_101(struct colibri_ws *ws, const char *accept)
                            "Sec-WebSocket-Accept: ");
     strbuf_append_str(out, accept);
     strbuf_append(out, "\r\n", 2);
+    if (ext) {
+        strbuf_append_str(out, "Sec-WebSocket-Extensions: ");
+        strbuf_append_str(out, ext);
+        strbuf_append(out, "\r\n", 2);
+    }
     strbuf_append(out, ws->req->cfg->server_hdr, ws->req->cfg->server_hdr_len);
     strbuf_append(out, "\r\n", 2);
 }
@@ -137,7 +154,18 @@ int colibri_ws_upgrade(struct colibri_request *req, struct colibri_response *res
             ws_free(ws);
         return 500;
     }
-    write_101(ws, accept);
+    /* permessage-deflate, when asked for and offered acceptably */
+    char ext[WS_DEFLATE_RESPONSE_MAX];
+    struct ws_deflate z;
+    bool deflate = opt && opt->deflate && colibri_req_header(req, "Sec-WebSocket-Extensions", &v) &&
+                   ws_deflate_negotiate(v.p, v.len, &z, ext);
+    if (deflate) {
+        if (!(ws->z = malloc(sizeof(*ws->z))))
+            return 500;
+        *ws->z = z;
+        ws->rx.deflate = true;
+    }
+    write_101(ws, accept, deflate ? ext : NULL);
     /* the connection is the handler's now: no HTTP answer follows, and
      * none after it (a timeout while a frame is half read gets no 408) */
     resp->sent = true;
@@ -191,6 +219,14 @@ int colibri_ws_send(struct colibri_ws *ws, enum colibri_ws_type type, const void
         return -EINVAL;
     if (ws->done || ws->close_sent)
         return -EPIPE;
+    if (ws->z && len >= DEFLATE_MIN) {
+        if (ws_deflate_compress(ws->z, p, len, &ws->zout) < 0)
+            return -ENOMEM;
+        send_frame(ws, (uint8_t)type, WS_RSV1, ws->zout.buf, ws->zout.len);
+        if (ws->zout.cap > SEND_FLUSH_AT)
+            strbuf_free(&ws->zout); /* one large message must not pin its memory */
+        return 0;
+    }
     send_frame(ws, (uint8_t)type, 0, p, len);
     return 0;
 }
@@ -313,6 +349,7 @@ int colibri_ws_read(struct colibri_ws *ws, struct colibri_ws_msg *msg)
     if (ws->done)
         return ws->done;
     strbuf_reset(&ws->msg);
+    strbuf_reset(&ws->zin);
     ws->utf8 = (struct ws_utf8){0};
     for (;;) {
         struct ws_frame f;
@@ -338,16 +375,29 @@ int colibri_ws_read(struct colibri_ws *ws, struct colibri_ws_msg *msg)
                 return r;
             continue;
         }
-        if (f.len > ws->max_message - ws->msg.len)
+        /* a compressed message collects in zin, its compressed size
+         * under the limit too */
+        struct strbuf *dst = ws->rx.compressed ? &ws->zin : &ws->msg;
+        if (f.len > ws->max_message - dst->len)
             return fail(ws, WS_CLOSE_TOO_BIG);
-        size_t before = ws->msg.len;
-        if ((r = read_payload(ws, &f, &ws->msg)) < 0)
+        size_t before = dst->len;
+        if ((r = read_payload(ws, &f, dst)) < 0)
             return r == -ENOMEM ? fail(ws, WS_CLOSE_INTERNAL) : io_end(ws, r);
         conn_progress(ctx);   /* a frame came whole: the next gets its own timeout */
         if (ws->close_sent) { /* closing: messages are dropped */
             if (f.fin)
-                strbuf_reset(&ws->msg);
+                strbuf_reset(dst);
             continue;
+        }
+        if (ws->rx.compressed) {
+            if (!f.fin)
+                continue;
+            if ((r = ws_deflate_inflate(ws->z, ws->zin.buf ? ws->zin.buf : "", ws->zin.len,
+                                        ws->max_message, &ws->msg)) < 0)
+                return fail(ws, r == -ENOMEM ? WS_CLOSE_INTERNAL : (unsigned)-r);
+            if (ws->zin.cap > SEND_FLUSH_AT)
+                strbuf_free(&ws->zin);
+            before = 0;
         }
         if (ws->rx.opcode == WS_OP_TEXT &&
             !ws_utf8_feed(&ws->utf8, (const uint8_t *)ws->msg.buf + before, ws->msg.len - before))
