@@ -266,12 +266,19 @@ static int more(struct colibri_ws *ws, bool idle)
         ssize_t n = conn_read(ctx, false);
         return n > 0 ? 0 : -ECONNRESET;
     }
+    /* the socket is edge-triggered: a read that left room drained it, so
+     * a new read would only say EAGAIN (the wait below is level-triggered
+     * and sees bytes that came since) */
+    bool try_read = ctx->last_read_full;
     for (;;) {
-        ssize_t n = conn_read(ctx, true);
-        if (n > 0)
-            return 0;
-        if (n == 0)
-            return -ECONNRESET;
+        if (try_read) {
+            ssize_t n = conn_read(ctx, true);
+            if (n > 0)
+                return 0;
+            if (n == 0)
+                return -ECONNRESET;
+        }
+        try_read = true;
         conn_flush(ctx);
         int timeout = -1;
         if (ws->close_sent) {
