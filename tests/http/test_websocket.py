@@ -15,6 +15,7 @@ import zlib
 import pytest
 
 from rawhttp import request
+from test_modules import greet_so  # noqa: F401 (the session fixture)
 from wsclient import BINARY, CLOSE, CONT, PING, PONG, TEXT, WS, accept_for, close_payload, frame
 
 SITE = """site {
@@ -396,3 +397,37 @@ def test_deflate_server_compresses(ws_server):
     w.send_message(TEXT, b"short")
     assert w.recv_frame() == (True, 0, TEXT, b"short")  # too short to compress
     w.close()
+
+
+# --- closing from the server's side (colibri_ws_close, in tests/http/modules/greet.c) ---
+
+
+@pytest.fixture
+def bye_server(make_server, greet_so):  # noqa: F811
+    return make_server(site="module %s\nsite {\n    handler /bye ws_bye\n}\n" % greet_so, threads="1")
+
+
+def test_server_close_waits_for_the_peer(bye_server):
+    w = connect(bye_server, path="/bye")
+    w.send_message(TEXT, b"hi")
+    assert w.recv_message() == (TEXT, b"refused")  # bad codes and reasons: -EINVAL
+    fin, rsv, op, p = w.recv_frame()
+    assert op == CLOSE and p == close_payload(4000, b"bye")
+    # the server drops messages while it waits for our close, then ends
+    w.send_message(TEXT, b"late")
+    time.sleep(0.2)
+    w.send_frame(CLOSE, close_payload(4000))
+    t0 = time.monotonic()
+    w.wait_eof()
+    assert time.monotonic() - t0 < 0.5
+
+
+def test_server_close_gives_up_after_a_second(bye_server):
+    w = connect(bye_server, path="/bye")
+    w.send_message(TEXT, b"hi")
+    assert w.recv_message() == (TEXT, b"refused")
+    t0 = time.monotonic()
+    fin, rsv, op, p = w.recv_frame()
+    assert op == CLOSE
+    w.wait_eof(timeout=3)  # no close from us: the server stops waiting
+    assert 0.8 < time.monotonic() - t0 < 2.5
