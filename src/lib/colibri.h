@@ -364,6 +364,78 @@ int colibri_resp_send_comment(struct colibri_response *resp, const char *text);
 /* The Last-Event-ID a reconnecting client sent; false if none. */
 bool colibri_req_last_event_id(const struct colibri_request *req, struct colibri_str *id);
 
+/* --- WebSockets (RFC 6455) ---------------------------------------------- */
+
+/* A handler turns its request into a WebSocket with colibri_ws_upgrade(),
+ * then reads and sends whole messages until the peer closes; when the
+ * handler returns, the server closes the connection (no HTTP follows).
+ *
+ *     static int chat(struct colibri_request *req, struct colibri_response *resp, void *data)
+ *     {
+ *         struct colibri_ws *ws;
+ *         struct colibri_ws_msg m;
+ *         int st = colibri_ws_upgrade(req, resp, NULL, &ws);
+ *         if (st)
+ *             return st; // 426 or 400: not a WebSocket handshake
+ *         while (colibri_ws_read(ws, &m) == 0)
+ *             colibri_ws_send(ws, m.type, m.p, m.len);
+ *         return 0;
+ *     }
+ *
+ * Reads and sends suspend the coroutine, never the worker. Between
+ * messages a connection waits without a timeout (the request timeout runs
+ * only while a frame is half received or a send is stuck); a graceful stop
+ * ends the wait (colibri_ws_read returns -ECANCELED after sending close
+ * 1001). Pings are answered during colibri_ws_read(), pongs ignored. Any
+ * protocol violation closes the connection with its code (1002; 1007 for
+ * text that is not UTF-8; 1009 for a message above max_message). */
+struct colibri_ws;
+
+struct colibri_ws_options {
+    size_t max_message; /* the largest message read, in bytes; 0: 1 MiB */
+    bool deflate;       /* accept permessage-deflate (RFC 7692) when offered */
+};
+
+enum colibri_ws_type {
+    COLIBRI_WS_TEXT = 1,   /* UTF-8 */
+    COLIBRI_WS_BINARY = 2, /* anything */
+};
+
+struct colibri_ws_msg {
+    enum colibri_ws_type type;
+    const char *p; /* NUL-terminated (a text can be used as a C string) */
+    size_t len;
+};
+
+/* Checks the handshake and answers it with 101 Switching Protocols: 0 with
+ * *ws set (the WebSocket lives until the handler returns), or the status
+ * for the handler to return: 426 (with Upgrade: websocket) for a request
+ * that asks for no WebSocket, 400 for a bad handshake (a method other than
+ * GET, HTTP/1.0, no "Connection: upgrade", a Sec-WebSocket-Version other
+ * than 13, a Sec-WebSocket-Key that is not 16 bytes of base64, a body),
+ * 500 when out of memory. opt may be NULL (the defaults). */
+int colibri_ws_upgrade(struct colibri_request *req, struct colibri_response *resp,
+                       const struct colibri_ws_options *opt, struct colibri_ws **ws);
+/* The next whole message: 0 with *msg valid until the next call, or < 0
+ * when the WebSocket is over and the handler should return: -EPIPE (a
+ * close handshake, or a violation this side closed for: see
+ * colibri_ws_close_code), -ECONNRESET (the peer left without a close
+ * frame), -ECANCELED (the server is stopping: close 1001 was sent). */
+int colibri_ws_read(struct colibri_ws *ws, struct colibri_ws_msg *msg);
+/* Sends one message (a text must be UTF-8: it is not checked). 0, -EINVAL
+ * for a bad type, -EPIPE once closed. The bytes are buffered and leave at
+ * the latest when the handler next waits or returns. */
+int colibri_ws_send(struct colibri_ws *ws, enum colibri_ws_type type, const void *p, size_t len);
+/* Starts the close handshake with code (1000-1003, 1007-1011, 3000-4999)
+ * and a reason (UTF-8, at most 123 bytes, or NULL), then waits up to a
+ * second for the peer's close frame, dropping messages meanwhile. 0,
+ * -EINVAL for a bad code or reason, -EPIPE when closed already. */
+int colibri_ws_close(struct colibri_ws *ws, uint16_t code, const char *reason);
+/* The close code the WebSocket ended with: the peer's (echoed back), the
+ * one this side sent, 1005 for a close frame without a code, 1006 for a
+ * connection that dropped; 0 while open. */
+unsigned colibri_ws_close_code(const struct colibri_ws *ws);
+
 #pragma GCC visibility pop
 
 #ifdef __cplusplus

@@ -15,6 +15,7 @@
 #endif
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define HAVE_ASAN 1
 #endif
@@ -135,6 +136,11 @@ out_unmap:
 void coro_reset(struct coro *coro, coro_fn fn, void *arg)
 {
     run_defers(coro, 0);
+#ifdef HAVE_ASAN
+    /* a coroutine reset while suspended leaves its frames' redzones
+     * poisoned: the next run would trip over them (a false report) */
+    __asan_unpoison_memory_region(coro->stack, coro->stack_size);
+#endif
     prepare(coro, fn, arg);
 }
 

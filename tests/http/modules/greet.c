@@ -343,6 +343,26 @@ static int upload(struct colibri_request *req, struct colibri_response *resp, vo
     return 200;
 }
 
+/* A WebSocket that closes from the server's side: after the first message
+ * it says whether a bad close code is refused, then closes with 4000
+ * "bye" and waits for the client's close (colibri_ws_close). */
+static int ws_bye(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    (void)data;
+    struct colibri_ws *ws;
+    struct colibri_ws_msg m;
+    int status = colibri_ws_upgrade(req, resp, NULL, &ws);
+    if (status)
+        return status;
+    if (colibri_ws_read(ws, &m) < 0)
+        return 0;
+    bool refused = colibri_ws_close(ws, 1005, NULL) == -EINVAL &&
+                   colibri_ws_close(ws, 1000, "\xff") == -EINVAL;
+    colibri_ws_send(ws, COLIBRI_WS_TEXT, refused ? "refused" : "accepted", refused ? 7 : 8);
+    colibri_ws_close(ws, 4000, "bye");
+    return 0;
+}
+
 #ifndef GREET_NO_INIT
 int colibri_module_init(struct colibri_server *srv)
 {
@@ -366,6 +386,7 @@ int colibri_module_init(struct colibri_server *srv)
         {.name = "nap_defers", .fn = nap_defers},
         {.name = "fd_wait", .fn = fd_wait},
         {.name = "fd_poke", .fn = fd_poke},
+        {.name = "ws_bye", .fn = ws_bye},
         {.name = "events", .fn = events},
         {.name = "form",
          .fn = form,

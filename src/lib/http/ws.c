@@ -1,0 +1,442 @@
+/* ws.c - WebSockets after an HTTP upgrade (RFC 6455): the handshake, then
+ * messages read and sent on the connection's coroutine. The frames'
+ * rules are in ws_frame.c; this file does the I/O around them.
+ *
+ * Reading uses the connection's input buffer (ctx->in) as the HTTP layer
+ * does: a frame header is parsed in place, its payload copied into the
+ * message buffer and unmasked there. Between messages the coroutine waits
+ * with conn_wait_fd() on a dup() of its own socket, so the wait is not
+ * timed like a stalled request (waiting is not stalling, rt/conn.h); a
+ * frame begun and not finished is read with conn_read() under the request
+ * timeout. */
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "base/base64.h"
+#include "base/sha1.h"
+#include "http/request.h"
+#include "http/ws_deflate.h"
+#include "http/ws_frame.h"
+#include "rt/worker.h"
+
+#define MAX_MESSAGE_DEFAULT (1024 * 1024)
+/* Sent bytes wait in ctx->out until this much is there, or a wait. */
+#define SEND_FLUSH_AT (64 * 1024)
+/* Larger payloads leave straight from the caller's buffer. */
+#define SEND_COPY_MAX (16 * 1024)
+/* Shorter messages are sent uncompressed: deflate would not pay. */
+#define DEFLATE_MIN 32
+/* How long colibri_ws_close() waits for the peer's close frame. */
+#define CLOSE_WAIT_MS 1000
+
+static const char GUID[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+
+struct colibri_ws {
+    struct colibri_request *req;
+    struct conn_ctx *ctx;
+    size_t max_message;
+    int wait_fd; /* a dup() of the socket, for conn_wait_fd() */
+    struct ws_rx rx;
+    struct ws_utf8 utf8;
+    struct strbuf msg;    /* the message being read */
+    struct ws_deflate *z; /* permessage-deflate, when negotiated */
+    struct strbuf zin;    /* a compressed message being read */
+    struct strbuf zout;   /* a message compressed for sending */
+    uint8_t ctl[WS_CONTROL_MAX + 1];
+    bool close_sent;
+    int done;            /* what colibri_ws_read() returns from now on (< 0), or 0 */
+    unsigned close_code; /* colibri_ws_close_code() */
+    uint64_t close_by;   /* after close_sent: the deadline for the peer's close (ms) */
+};
+
+/* --- the handshake ----------------------------------------------------------- */
+
+static bool is_tchar_sep(char c)
+{
+    return c == ',' || c == ' ' || c == '\t';
+}
+
+/* Whether the comma-separated list v holds token (case-insensitive). */
+static bool has_token(struct colibri_str v, const char *token)
+{
+    size_t tl = strlen(token), i = 0;
+    while (i < v.len) {
+        while (i < v.len && is_tchar_sep(v.p[i]))
+            i++;
+        size_t start = i;
+        while (i < v.len && !is_tchar_sep(v.p[i]))
+            i++;
+        if (i - start == tl && !strncasecmp(v.p + start, token, tl))
+            return true;
+    }
+    return false;
+}
+
+static void ws_free(void *arg)
+{
+    struct colibri_ws *ws = arg;
+    strbuf_free(&ws->msg);
+    strbuf_free(&ws->zin);
+    strbuf_free(&ws->zout);
+    if (ws->z) {
+        ws_deflate_free(ws->z);
+        free(ws->z);
+    }
+    if (ws->wait_fd >= 0)
+        close(ws->wait_fd);
+    free(ws);
+}
+
+/* The 101 answer, into ctx->out: it leaves with the first send or wait. */
+static void write_101(struct colibri_ws *ws, const char *accept, const char *ext)
+{
+    struct strbuf *out = &ws->ctx->out;
+    strbuf_append_str(out, "HTTP/1.1 101 Switching Protocols\r\n"
+                           "Upgrade: websocket\r\n"
+                           "Connection: Upgrade\r\n"
+                           "Sec-WebSocket-Accept: ");
+    strbuf_append_str(out, accept);
+    strbuf_append(out, "\r\n", 2);
+    if (ext) {
+        strbuf_append_str(out, "Sec-WebSocket-Extensions: ");
+        strbuf_append_str(out, ext);
+        strbuf_append(out, "\r\n", 2);
+    }
+    strbuf_append(out, ws->req->cfg->server_hdr, ws->req->cfg->server_hdr_len);
+    strbuf_append(out, "\r\n", 2);
+}
+
+int colibri_ws_upgrade(struct colibri_request *req, struct colibri_response *resp,
+                       const struct colibri_ws_options *opt, struct colibri_ws **out)
+{
+    struct colibri_str v, key;
+    *out = NULL;
+    if (resp->streaming || resp->sent)
+        return 500;
+    if (!colibri_req_header(req, "Upgrade", &v) || !has_token(v, "websocket")) {
+        colibri_resp_header(resp, "Upgrade", "websocket");
+        colibri_resp_header(resp, "Sec-WebSocket-Version", "13");
+        return 426;
+    }
+    if (colibri_req_method(req) != COLIBRI_GET || colibri_req_http_minor(req) < 1 ||
+        colibri_req_has_body(req) || !colibri_req_header(req, "Connection", &v) ||
+        !has_token(v, "upgrade"))
+        return 400;
+    if (!colibri_req_header(req, "Sec-WebSocket-Version", &v) || v.len != 2 ||
+        memcmp(v.p, "13", 2)) {
+        colibri_resp_header(resp, "Sec-WebSocket-Version", "13");
+        return 400;
+    }
+    uint8_t raw[18];
+    if (!colibri_req_header(req, "Sec-WebSocket-Key", &key) || key.len != 24 ||
+        base64_decode(key.p, key.len, raw) != 16)
+        return 400;
+
+    struct sha1 s;
+    uint8_t digest[SHA1_LEN];
+    char accept[BASE64_LEN(SHA1_LEN) + 1];
+    sha1_init(&s);
+    sha1_update(&s, key.p, key.len);
+    sha1_update(&s, GUID, sizeof(GUID) - 1);
+    sha1_final(&s, digest);
+    base64_encode(digest, SHA1_LEN, accept);
+
+    struct colibri_ws *ws = calloc(1, sizeof(*ws));
+    if (!ws)
+        return 500;
+    ws->req = req;
+    ws->ctx = req->ctx;
+    ws->max_message = opt && opt->max_message ? opt->max_message : MAX_MESSAGE_DEFAULT;
+    ws->wait_fd = fcntl(req->ctx->fd, F_DUPFD_CLOEXEC, 0);
+    if (colibri_defer(req, ws_free, ws) < 0 || ws->wait_fd < 0) {
+        if (ws->wait_fd < 0)
+            ws_free(ws);
+        return 500;
+    }
+    /* permessage-deflate, when asked for and offered acceptably */
+    char ext[WS_DEFLATE_RESPONSE_MAX];
+    struct ws_deflate z;
+    bool deflate = opt && opt->deflate && colibri_req_header(req, "Sec-WebSocket-Extensions", &v) &&
+                   ws_deflate_negotiate(v.p, v.len, &z, ext);
+    if (deflate) {
+        if (!(ws->z = malloc(sizeof(*ws->z))))
+            return 500;
+        *ws->z = z;
+        ws->rx.deflate = true;
+    }
+    write_101(ws, accept, deflate ? ext : NULL);
+    /* the connection is the handler's now: no HTTP answer follows, and
+     * none after it (a timeout while a frame is half read gets no 408) */
+    resp->sent = true;
+    resp->final_status = 101;
+    req->hc->closing = true;
+    req->hc->mid_request = false;
+    *out = ws;
+    return 0;
+}
+
+/* --- sending ---------------------------------------------------------------- */
+
+static void send_frame(struct colibri_ws *ws, uint8_t opcode, uint8_t rsv, const void *p,
+                       size_t len)
+{
+    struct conn_ctx *ctx = ws->ctx;
+    uint8_t h[WS_FRAME_HDR_MAX];
+    size_t hl = ws_frame_head(h, true, rsv, opcode, len);
+    if (strbuf_append(&ctx->out, h, hl) < 0)
+        coro_abort(ctx->coro);
+    if (len > SEND_COPY_MAX) {
+        conn_flush_with(ctx, p, len);
+        return;
+    }
+    if (len && strbuf_append(&ctx->out, p, len) < 0)
+        coro_abort(ctx->coro);
+    if (ctx->out.len >= SEND_FLUSH_AT)
+        conn_flush(ctx);
+}
+
+/* A close frame with code (none for 1005) and reason. */
+static void send_close(struct colibri_ws *ws, unsigned code, const char *reason, size_t rlen)
+{
+    uint8_t p[WS_CONTROL_MAX];
+    size_t n = 0;
+    if (code != WS_CLOSE_NO_STATUS) {
+        p[0] = (uint8_t)(code >> 8);
+        p[1] = (uint8_t)code;
+        if (rlen)
+            memcpy(p + 2, reason, rlen);
+        n = 2 + rlen;
+    }
+    send_frame(ws, WS_OP_CLOSE, 0, p, n);
+    ws->close_sent = true;
+    ws->close_by = worker_now_ms() + CLOSE_WAIT_MS;
+}
+
+int colibri_ws_send(struct colibri_ws *ws, enum colibri_ws_type type, const void *p, size_t len)
+{
+    if (type != COLIBRI_WS_TEXT && type != COLIBRI_WS_BINARY)
+        return -EINVAL;
+    if (ws->done || ws->close_sent)
+        return -EPIPE;
+    if (ws->z && len >= DEFLATE_MIN) {
+        if (ws_deflate_compress(ws->z, p, len, &ws->zout) < 0)
+            return -ENOMEM;
+        send_frame(ws, (uint8_t)type, WS_RSV1, ws->zout.buf, ws->zout.len);
+        if (ws->zout.cap > SEND_FLUSH_AT)
+            strbuf_free(&ws->zout); /* one large message must not pin its memory */
+        return 0;
+    }
+    send_frame(ws, (uint8_t)type, 0, p, len);
+    return 0;
+}
+
+/* --- reading ------------------------------------------------------------------ */
+
+/* The WebSocket is over: colibri_ws_read() returns r from now on. */
+static int end(struct colibri_ws *ws, int r, unsigned code)
+{
+    ws->done = r;
+    if (!ws->close_code)
+        ws->close_code = code;
+    conn_flush(ws->ctx);
+    return r;
+}
+
+/* A violation: close with code at once (RFC 6455 §7.1.7: no waiting for
+ * the peer's close). */
+static int fail(struct colibri_ws *ws, unsigned code)
+{
+    if (!ws->close_sent)
+        send_close(ws, code, NULL, 0);
+    return end(ws, -EPIPE, code);
+}
+
+/* More input into ctx->in. idle: nothing of a frame has come yet, so the
+ * wait has no time limit (after close_sent: the close deadline). 0, or
+ * -ECONNRESET (end of stream), -ECANCELED (stopping), -ETIMEDOUT. */
+static int more(struct colibri_ws *ws, bool idle)
+{
+    struct conn_ctx *ctx = ws->ctx;
+    if (ctx->in_pos == ctx->in_len)
+        ctx->in_pos = ctx->in_len = 0;
+    else if (ctx->in_len == ctx->in_cap || ctx->in_cap - ctx->in_pos < WS_FRAME_HDR_MAX)
+        conn_compact(ctx);
+    if (!idle && !ws->close_sent) {
+        ssize_t n = conn_read(ctx, false);
+        return n > 0 ? 0 : -ECONNRESET;
+    }
+    /* the socket is edge-triggered: a read that left room drained it, so
+     * a new read would only say EAGAIN (the wait below is level-triggered
+     * and sees bytes that came since) */
+    bool try_read = ctx->last_read_full;
+    for (;;) {
+        if (try_read) {
+            ssize_t n = conn_read(ctx, true);
+            if (n > 0)
+                return 0;
+            if (n == 0)
+                return -ECONNRESET;
+        }
+        try_read = true;
+        conn_flush(ctx);
+        int timeout = -1;
+        if (ws->close_sent) {
+            uint64_t now = worker_now_ms();
+            if (now >= ws->close_by)
+                return -ETIMEDOUT;
+            timeout = (int)(ws->close_by - now);
+        }
+        int r = conn_wait_fd(ctx, ws->wait_fd, CONN_WAIT_READ, timeout);
+        if (r < 0)
+            return r;
+    }
+}
+
+/* The input ended or the wait was cut short. */
+static int io_end(struct colibri_ws *ws, int r)
+{
+    if (r == -ECANCELED && !ws->close_sent) {
+        send_close(ws, WS_CLOSE_GOING_AWAY, NULL, 0);
+        return end(ws, r, WS_CLOSE_GOING_AWAY);
+    }
+    if (ws->close_sent)
+        return end(ws, -EPIPE, ws->close_code);
+    return end(ws, -ECONNRESET, WS_CLOSE_ABNORMAL);
+}
+
+/* len payload bytes, unmasked, appended to dst (len already checked). */
+static int read_payload(struct colibri_ws *ws, const struct ws_frame *f, struct strbuf *dst)
+{
+    struct conn_ctx *ctx = ws->ctx;
+    uint64_t got = 0;
+    while (got < f->len) {
+        size_t avail = ctx->in_len - ctx->in_pos;
+        if (!avail) {
+            int r = more(ws, false);
+            if (r)
+                return r;
+            continue;
+        }
+        size_t n = (size_t)MIN((uint64_t)avail, f->len - got);
+        if (strbuf_append(dst, ctx->in + ctx->in_pos, n) < 0)
+            return -ENOMEM;
+        ws_unmask((uint8_t *)dst->buf + dst->len - n, n, f->mask, got);
+        ctx->in_pos += n;
+        got += n;
+    }
+    return 0;
+}
+
+/* A control frame, its payload in ws->ctl: 0 to go on reading, or the
+ * end of the WebSocket. */
+static int control(struct colibri_ws *ws, const struct ws_frame *f)
+{
+    size_t n = (size_t)f->len;
+    if (f->opcode == WS_OP_PING) {
+        if (!ws->close_sent)
+            send_frame(ws, WS_OP_PONG, 0, ws->ctl, n);
+        return 0;
+    }
+    if (f->opcode == WS_OP_PONG)
+        return 0;
+    uint16_t code;
+    int r = ws_close_parse(ws->ctl, n, &code);
+    if (r < 0)
+        return fail(ws, (unsigned)-r);
+    if (!ws->close_sent) /* the peer began: echo its code (§5.5.1) */
+        send_close(ws, code, NULL, 0);
+    ws->close_code = code;
+    return end(ws, -EPIPE, code);
+}
+
+int colibri_ws_read(struct colibri_ws *ws, struct colibri_ws_msg *msg)
+{
+    struct conn_ctx *ctx = ws->ctx;
+    if (ws->done)
+        return ws->done;
+    strbuf_reset(&ws->msg);
+    strbuf_reset(&ws->zin);
+    ws->utf8 = (struct ws_utf8){0};
+    for (;;) {
+        struct ws_frame f;
+        ssize_t h;
+        while ((h = ws_frame_parse((const uint8_t *)ctx->in + ctx->in_pos,
+                                   ctx->in_len - ctx->in_pos, true, &f)) == 0) {
+            int r = more(ws, ctx->in_len == ctx->in_pos && !ws->rx.in_message);
+            if (r)
+                return io_end(ws, r);
+        }
+        if (h < 0)
+            return fail(ws, (unsigned)-h);
+        int r = ws_rx_frame(&ws->rx, &f);
+        if (r < 0)
+            return fail(ws, (unsigned)-r);
+        ctx->in_pos += (size_t)h;
+
+        if (f.opcode & 0x8) {
+            struct strbuf ctl = {.buf = (char *)ws->ctl, .cap = sizeof(ws->ctl) - 1};
+            if ((r = read_payload(ws, &f, &ctl)) < 0)
+                return r == -ENOMEM ? fail(ws, WS_CLOSE_INTERNAL) : io_end(ws, r);
+            if ((r = control(ws, &f)) < 0)
+                return r;
+            continue;
+        }
+        /* a compressed message collects in zin, its compressed size
+         * under the limit too */
+        struct strbuf *dst = ws->rx.compressed ? &ws->zin : &ws->msg;
+        if (f.len > ws->max_message - dst->len)
+            return fail(ws, WS_CLOSE_TOO_BIG);
+        size_t before = dst->len;
+        if ((r = read_payload(ws, &f, dst)) < 0)
+            return r == -ENOMEM ? fail(ws, WS_CLOSE_INTERNAL) : io_end(ws, r);
+        conn_progress(ctx);   /* a frame came whole: the next gets its own timeout */
+        if (ws->close_sent) { /* closing: messages are dropped */
+            if (f.fin)
+                strbuf_reset(dst);
+            continue;
+        }
+        if (ws->rx.compressed) {
+            if (!f.fin)
+                continue;
+            if ((r = ws_deflate_inflate(ws->z, ws->zin.buf ? ws->zin.buf : "", ws->zin.len,
+                                        ws->max_message, &ws->msg)) < 0)
+                return fail(ws, r == -ENOMEM ? WS_CLOSE_INTERNAL : (unsigned)-r);
+            if (ws->zin.cap > SEND_FLUSH_AT)
+                strbuf_free(&ws->zin);
+            before = 0;
+        }
+        if (ws->rx.opcode == WS_OP_TEXT &&
+            !ws_utf8_feed(&ws->utf8, (const uint8_t *)ws->msg.buf + before, ws->msg.len - before))
+            return fail(ws, WS_CLOSE_BAD_DATA);
+        if (!f.fin)
+            continue;
+        if (ws->rx.opcode == WS_OP_TEXT && !ws_utf8_complete(&ws->utf8))
+            return fail(ws, WS_CLOSE_BAD_DATA);
+        msg->type = ws->rx.opcode == WS_OP_TEXT ? COLIBRI_WS_TEXT : COLIBRI_WS_BINARY;
+        msg->p = ws->msg.buf ? ws->msg.buf : "";
+        msg->len = ws->msg.len;
+        return 0;
+    }
+}
+
+int colibri_ws_close(struct colibri_ws *ws, uint16_t code, const char *reason)
+{
+    size_t rlen = reason ? strlen(reason) : 0;
+    if (!ws_close_code_ok(code) || rlen > WS_CONTROL_MAX - 2 ||
+        !ws_utf8_valid((const uint8_t *)reason, rlen))
+        return -EINVAL;
+    if (ws->done || ws->close_sent)
+        return -EPIPE;
+    send_close(ws, code, reason, rlen);
+    ws->close_code = code;
+    struct colibri_ws_msg m;
+    while (colibri_ws_read(ws, &m) == 0)
+        ; /* until the peer's close, or the deadline */
+    return 0;
+}
+
+unsigned colibri_ws_close_code(const struct colibri_ws *ws)
+{
+    return ws->close_code;
+}

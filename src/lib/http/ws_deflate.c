@@ -1,0 +1,194 @@
+/* ws_deflate.c - permessage-deflate (RFC 7692 §7) on zlib's raw deflate. */
+#include "http/ws_deflate.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/common.h"
+#include "http/ws_frame.h"
+
+/* Output is made in steps of this much. */
+#define ZSTEP (16 * 1024)
+
+static struct view trim(const char *p, size_t len)
+{
+    while (len && (*p == ' ' || *p == '\t'))
+        p++, len--;
+    while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+        len--;
+    return (struct view){p, len};
+}
+
+static bool is(struct view v, const char *s)
+{
+    return v.len == strlen(s) && !strncasecmp(v.p, s, v.len);
+}
+
+/* A window size parameter's value: 8..15, perhaps quoted; -1 if bad. */
+static int bits(struct view v)
+{
+    if (v.len >= 2 && v.p[0] == '"' && v.p[v.len - 1] == '"')
+        v = (struct view){v.p + 1, v.len - 2};
+    if (v.len == 1 && v.p[0] >= '8' && v.p[0] <= '9')
+        return v.p[0] - '0';
+    if (v.len == 2 && v.p[0] == '1' && v.p[1] >= '0' && v.p[1] <= '5')
+        return 10 + v.p[1] - '0';
+    return -1;
+}
+
+/* One offer ("permessage-deflate; a; b=1"): whether it can be accepted. */
+static bool offer(struct view o, struct ws_deflate *d, char *resp)
+{
+    const char *end = o.p + o.len, *p = o.p;
+    const char *semi = memchr(p, ';', o.len);
+    if (!is(trim(p, (size_t)((semi ? semi : end) - p)), "permessage-deflate"))
+        return false;
+    bool seen_snc = false, seen_cnc = false, seen_smw = false, seen_cmw = false;
+    struct ws_deflate t = {.server_bits = 15};
+    while (semi) {
+        p = semi + 1;
+        semi = memchr(p, ';', (size_t)(end - p));
+        struct view param = trim(p, (size_t)((semi ? semi : end) - p));
+        const char *eq = memchr(param.p, '=', param.len);
+        struct view name = trim(param.p, eq ? (size_t)(eq - param.p) : param.len);
+        struct view value =
+            eq ? trim(eq + 1, (size_t)(param.p + param.len - eq - 1)) : (struct view){NULL, 0};
+        if (is(name, "server_no_context_takeover") && !eq && !seen_snc) {
+            seen_snc = t.server_no_context_takeover = true;
+        } else if (is(name, "client_no_context_takeover") && !eq && !seen_cnc) {
+            seen_cnc = t.client_no_context_takeover = true;
+        } else if (is(name, "server_max_window_bits") && eq && !seen_smw) {
+            seen_smw = true;
+            if ((t.server_bits = bits(value)) < 9)
+                return false; /* bad, or 8: raw deflate cannot do 256 bytes */
+        } else if (is(name, "client_max_window_bits") && !seen_cmw) {
+            seen_cmw = true; /* our inflater takes any window: nothing to answer */
+            if (eq && bits(value) < 0)
+                return false;
+        } else {
+            return false;
+        }
+    }
+    *d = t;
+    int n = snprintf(resp, WS_DEFLATE_RESPONSE_MAX, "permessage-deflate%s%s",
+                     t.server_no_context_takeover ? "; server_no_context_takeover" : "",
+                     t.client_no_context_takeover ? "; client_no_context_takeover" : "");
+    if (seen_smw)
+        snprintf(resp + n, (size_t)(WS_DEFLATE_RESPONSE_MAX - n), "; server_max_window_bits=%d",
+                 t.server_bits);
+    return true;
+}
+
+bool ws_deflate_negotiate(const char *p, size_t len, struct ws_deflate *d, char *resp)
+{
+    const char *end = p + len;
+    while (p < end) {
+        /* offers are separated by commas outside quoted strings */
+        const char *q = p;
+        bool quoted = false;
+        while (q < end && (quoted || *q != ',')) {
+            if (*q == '"')
+                quoted = !quoted;
+            q++;
+        }
+        if (offer(trim(p, (size_t)(q - p)), d, resp))
+            return true;
+        p = q + 1;
+    }
+    return false;
+}
+
+int ws_deflate_compress(struct ws_deflate *d, const void *p, size_t len, struct strbuf *out)
+{
+    if (!d->def_ready) {
+        if (deflateInit2(&d->def, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -d->server_bits, 8,
+                         Z_DEFAULT_STRATEGY) != Z_OK)
+            return -ENOMEM;
+        d->def_ready = true;
+    }
+    strbuf_reset(out);
+    d->def.next_in = (Bytef *)p;
+    d->def.avail_in = (uInt)len; /* messages larger than 4 GiB are not sent */
+    do {
+        if (strbuf_reserve(out, ZSTEP) < 0)
+            return -ENOMEM;
+        d->def.next_out = (Bytef *)out->buf + out->len;
+        d->def.avail_out = ZSTEP;
+        int r = deflate(&d->def, Z_SYNC_FLUSH);
+        if (r != Z_OK && r != Z_BUF_ERROR)
+            return -ENOMEM;
+        out->len += ZSTEP - d->def.avail_out;
+    } while (d->def.avail_out == 0 || d->def.avail_in);
+    if (out->len >= 4 && !memcmp(out->buf + out->len - 4, "\0\0\xff\xff", 4))
+        out->len -= 4;
+    out->buf[out->len] = '\0';
+    if (d->server_no_context_takeover)
+        deflateReset(&d->def);
+    return 0;
+}
+
+/* Feeds n bytes to the inflater, appending to out up to max. */
+static int inflate_some(struct ws_deflate *d, const void *p, size_t n, size_t max,
+                        struct strbuf *out)
+{
+    d->inf.next_in = (Bytef *)p;
+    d->inf.avail_in = (uInt)n;
+    for (;;) {
+        size_t room = max - out->len + 1; /* one more byte tells "too big" */
+        size_t step = MIN((size_t)ZSTEP, room);
+        if (strbuf_reserve(out, step) < 0)
+            return -ENOMEM;
+        d->inf.next_out = (Bytef *)out->buf + out->len;
+        d->inf.avail_out = (uInt)step;
+        int r = inflate(&d->inf, Z_SYNC_FLUSH);
+        out->len += step - d->inf.avail_out;
+        out->buf[out->len] = '\0';
+        if (out->len > max)
+            return -WS_CLOSE_TOO_BIG;
+        if (r == Z_STREAM_END) {
+            /* a final block: whatever follows starts a new stream */
+            inflateReset(&d->inf);
+            if (!d->inf.avail_in)
+                return 0;
+            continue;
+        }
+        if (r == Z_BUF_ERROR || (r == Z_OK && d->inf.avail_out)) {
+            if (!d->inf.avail_in)
+                return 0;
+            if (r == Z_BUF_ERROR)
+                return -WS_CLOSE_BAD_DATA;
+            continue;
+        }
+        if (r != Z_OK)
+            return r == Z_MEM_ERROR ? -ENOMEM : -WS_CLOSE_BAD_DATA;
+    }
+}
+
+int ws_deflate_inflate(struct ws_deflate *d, const void *p, size_t len, size_t max,
+                       struct strbuf *out)
+{
+    if (!d->inf_ready) {
+        if (inflateInit2(&d->inf, -15) != Z_OK)
+            return -ENOMEM;
+        d->inf_ready = true;
+    }
+    if (len > UINT32_MAX)
+        return -WS_CLOSE_TOO_BIG;
+    int r = inflate_some(d, p, len, max, out);
+    if (!r)
+        r = inflate_some(d, "\0\0\xff\xff", 4, max, out);
+    if (r || d->client_no_context_takeover)
+        inflateReset(&d->inf);
+    return r;
+}
+
+void ws_deflate_free(struct ws_deflate *d)
+{
+    if (d->def_ready)
+        deflateEnd(&d->def);
+    if (d->inf_ready)
+        inflateEnd(&d->inf);
+    d->def_ready = d->inf_ready = false;
+}

@@ -1,0 +1,44 @@
+/* ws_deflate.h - permessage-deflate (RFC 7692) with zlib: negotiating the
+ * extension from a client's offers, compressing the messages the server
+ * sends, decompressing the ones it receives under a size limit. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <zlib.h>
+
+#include "base/strbuf.h"
+
+struct ws_deflate {
+    bool server_no_context_takeover; /* reset the compressor after each message */
+    bool client_no_context_takeover; /* the client resets: so may we */
+    int server_bits;                 /* the compressor's window, 9..15 */
+    bool def_ready, inf_ready;       /* the zlib streams, made on first use */
+    z_stream def, inf;
+};
+
+/* The longest answer ws_deflate_negotiate() writes. */
+#define WS_DEFLATE_RESPONSE_MAX 128
+
+/* Picks the first permessage-deflate offer in a Sec-WebSocket-Extensions
+ * value that colibri can honour: parameters server_no_context_takeover,
+ * client_no_context_takeover, server_max_window_bits (9-15; 8, which zlib
+ * cannot produce raw, declines the offer) and client_max_window_bits
+ * (with or without a value); a repeated or unknown parameter, or a bad
+ * value, declines that offer. On success, fills d and writes the
+ * response's value (NUL-terminated, at most WS_DEFLATE_RESPONSE_MAX
+ * bytes) into resp; false when no offer is acceptable. */
+bool ws_deflate_negotiate(const char *p, size_t len, struct ws_deflate *d, char *resp);
+
+/* One message's payload, compressed with the trailing 00 00 ff ff removed
+ * (RFC 7692 §7.2.1), into out (emptied first). 0 or -ENOMEM. */
+int ws_deflate_compress(struct ws_deflate *d, const void *p, size_t len, struct strbuf *out);
+
+/* A compressed message (without its 00 00 ff ff tail) appended to out,
+ * decompressed; at most max bytes. 0, -1009 when it would be larger, -1007
+ * for data that is not deflate, -ENOMEM. */
+int ws_deflate_inflate(struct ws_deflate *d, const void *p, size_t len, size_t max,
+                       struct strbuf *out);
+
+void ws_deflate_free(struct ws_deflate *d);
