@@ -107,72 +107,18 @@ static void send_continue(struct colibri_request *req)
 
 int http_body_pump(struct colibri_request *req, bool keep)
 {
-    struct conn_ctx *ctx = req->ctx;
-    struct http_conn *hc = req->hc;
-    uint64_t max = req->max_body;
-
-    if (req->body_done)
-        return 0;
-    if (req->body_kind == BODY_NONE) {
-        req->body_done = true;
-        return 0;
-    }
-    if (req->body_kind == BODY_LENGTH && req->body_left > max)
-        goto out_too_large;
-    send_continue(req);
-    for (;;) {
-        size_t avail = ctx->in_len - ctx->in_pos;
-        char *p = ctx->in + ctx->in_pos;
-        if (req->body_kind == BODY_LENGTH) {
-            size_t take = (size_t)MIN((uint64_t)avail, req->body_left);
-            if (keep && strbuf_append(&hc->reqbody, p, take) < 0)
-                goto out_close;
-            ctx->in_pos += take;
-            req->body_left -= take;
-            if (!req->body_left)
-                break;
-        } else {
-            size_t payload;
-            ssize_t used = http_chunked_decode(&hc->chunked, p, avail, &payload);
-            if (used < 0)
-                goto out_bad;
-            if (keep) {
-                if (hc->reqbody.len + payload > max)
-                    goto out_too_large;
-                if (strbuf_append(&hc->reqbody, p, payload) < 0)
-                    goto out_close;
-            } else {
-                req->body_left += payload; /* counts what was dropped */
-                if (req->body_left > max)
-                    goto out_too_large;
-            }
-            ctx->in_pos += (size_t)used;
-            if (hc->chunked.done)
-                break;
+    /* the pieces http_body_next() hands out, kept or dropped */
+    while (!req->body_done) {
+        struct view piece;
+        int r = http_body_next(req, &piece);
+        if (r)
+            return r;
+        if (keep && piece.len && strbuf_append(&req->hc->reqbody, piece.p, piece.len) < 0) {
+            req->hc->closing = req->hc->lingering = true;
+            return 500;
         }
-        if (!req->head_pinned && pin_head(req) < 0)
-            goto out_close;
-        conn_compact(ctx);
-        if (ctx->in_len == ctx->in_cap)
-            goto out_bad; /* a chunk line longer than the whole buffer */
-        if (conn_read(ctx, false) == 0)
-            goto out_bad; /* the client went away mid-body */
-        /* a body that keeps arriving is not a stalled request: the request
-         * timeout counts between reads of it, as nginx's body timeout does */
-        conn_progress(ctx);
     }
-    req->body_done = true;
     return 0;
-
-out_too_large:
-    hc->closing = hc->lingering = true;
-    return 413;
-out_bad:
-    hc->closing = hc->lingering = true;
-    return 400;
-out_close:
-    hc->closing = hc->lingering = true;
-    return 500;
 }
 
 int http_body_next(struct colibri_request *req, struct view *out)
