@@ -169,8 +169,11 @@ def test_bad_reload_logs_the_errors_and_the_old_config_serves(make_server, bad, 
     assert server.proc.poll() is None
 
 
-def test_listeners_kept_added_removed(make_server):
-    server = make_server(site=SITE1)
+@pytest.mark.parametrize("accept", ["reuseport", "thread"])
+def test_listeners_kept_added_removed(make_server, accept):
+    """With a socket per worker, or the one acceptor thread's."""
+    server = make_server(site=SITE1, accept=accept)
+    mode = "accept = %s\n" % accept
     a, b = server.port, free_port()
     kept = server.conn()
     kept.send(request("GET", "/hello"))
@@ -202,9 +205,9 @@ def test_listeners_kept_added_removed(make_server):
             for t in threads:
                 t.join()
 
-    hammering(a, lambda: reload(server, conf_text([a, b], SITE1)))  # b added, a kept
+    hammering(a, lambda: reload(server, conf_text([a, b], SITE1, mode)))  # b added, a kept
     assert get(b, "/hello").status == 200
-    hammering(b, lambda: reload(server, conf_text([b], SITE1)))  # a removed, b kept
+    hammering(b, lambda: reload(server, conf_text([b], SITE1, mode)))  # a removed, b kept
     assert get(b, "/hello").status == 200
     deadline = time.monotonic() + 3
     while not refuses(a) and time.monotonic() < deadline:
@@ -217,7 +220,7 @@ def test_listeners_kept_added_removed(make_server):
     kept.send(request("GET", "/hello"))
     assert kept.read_response().status == 200
     kept.close()
-    reload(server, conf_text([a, b], SITE1))  # a port given back is bound again
+    reload(server, conf_text([a, b], SITE1, mode))  # a port given back is bound again
     assert get(a, "/hello").status == 200 and get(b, "/hello").status == 200
     log = server.stderr()
     assert log.count("listening on http://127.0.0.1:%d" % b) == 1

@@ -359,27 +359,125 @@ static void accept_burst(struct worker *w, int lfd, uint16_t listener)
     }
 }
 
-void acceptor_run(struct worker *workers, unsigned n, const int *listen_fds, unsigned n_listen,
-                  int wake_fd, volatile int *stop)
+struct acceptor_change {
+    struct acceptor_change *next;
+    unsigned idx;
+    int fd; /* >= 0: add it; -1: remove idx */
+};
+
+void acceptor_init(struct acceptor *a, int wake_fd)
+{
+    *a = (struct acceptor){.wake_fd = wake_fd};
+    pthread_mutex_init(&a->lock, NULL);
+}
+
+static int acceptor_queue(struct acceptor *a, unsigned idx, int fd)
+{
+    struct acceptor_change *c = malloc(sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    *c = (struct acceptor_change){.idx = idx, .fd = fd};
+    pthread_mutex_lock(&a->lock);
+    struct acceptor_change **tail = &a->changes;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = c;
+    pthread_mutex_unlock(&a->lock);
+    uint64_t one = 1;
+    ssize_t r = write(a->wake_fd, &one, sizeof(one));
+    (void)r; /* fails only when the counter is saturated: it is awake */
+    return 0;
+}
+
+int acceptor_add_listener(struct acceptor *a, unsigned idx, int fd)
+{
+    int r = acceptor_queue(a, idx, fd);
+    if (r < 0)
+        close(fd);
+    return r;
+}
+
+void acceptor_remove_listener(struct acceptor *a, unsigned idx)
+{
+    if (acceptor_queue(a, idx, -1) < 0)
+        log_msg(LOG_ERROR, "acceptor: out of memory: listener %u stays open", idx);
+}
+
+/* The queued changes, made on the acceptor's thread (epfd < 0: only the
+ * table, before it runs or after it stopped). */
+static void acceptor_apply(struct acceptor *a, int epfd)
+{
+    pthread_mutex_lock(&a->lock);
+    struct acceptor_change *c = a->changes;
+    a->changes = NULL;
+    pthread_mutex_unlock(&a->lock);
+    while (c) {
+        struct acceptor_change *next = c->next;
+        if (c->idx >= a->n_fds) {
+            unsigned n = c->idx + 8;
+            int *fds = realloc(a->fds, n * sizeof(*fds));
+            if (!fds) {
+                log_msg(LOG_ERROR, "acceptor: out of memory: listener %u ignored", c->idx);
+                if (c->fd >= 0)
+                    close(c->fd);
+                free(c);
+                c = next;
+                continue;
+            }
+            for (unsigned i = a->n_fds; i < n; i++)
+                fds[i] = -1;
+            a->fds = fds;
+            a->n_fds = n;
+        }
+        int *slot = &a->fds[c->idx];
+        if (*slot >= 0) { /* removed, or replaced */
+            if (epfd >= 0)
+                epoll_ctl(epfd, EPOLL_CTL_DEL, *slot, NULL);
+            close(*slot);
+            *slot = -1;
+        }
+        if (c->fd >= 0) {
+            struct epoll_event ev = {.events = EPOLLIN,
+                                     .data.u64 = EV_LISTEN_AT(c->idx) | (uint32_t)c->fd};
+            if (epfd >= 0 && epoll_ctl(epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0)
+                log_msg(LOG_ERROR, "acceptor: listener %u: epoll_ctl: %s", c->idx, strerror(errno));
+            *slot = c->fd;
+        }
+        free(c);
+        c = next;
+    }
+}
+
+void acceptor_run(struct acceptor *a, struct worker *workers, unsigned n, volatile int *stop)
 {
     int epfd = epoll_create1(EPOLL_CLOEXEC);
     if (epfd < 0)
         return;
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_WAKE};
-    epoll_ctl(epfd, EPOLL_CTL_ADD, wake_fd, &ev);
-    for (unsigned i = 0; i < n_listen; i++) {
+    epoll_ctl(epfd, EPOLL_CTL_ADD, a->wake_fd, &ev);
+    /* the listeners so far, then every change queued later */
+    for (unsigned i = 0; i < a->n_fds; i++) {
+        if (a->fds[i] < 0)
+            continue;
         ev = (struct epoll_event){.events = EPOLLIN,
-                                  .data.u64 = EV_LISTEN_AT(i) | (uint32_t)listen_fds[i]};
-        epoll_ctl(epfd, EPOLL_CTL_ADD, listen_fds[i], &ev);
+                                  .data.u64 = EV_LISTEN_AT(i) | (uint32_t)a->fds[i]};
+        epoll_ctl(epfd, EPOLL_CTL_ADD, a->fds[i], &ev);
     }
+    acceptor_apply(a, epfd);
     int spare = spare_open();
     bool *woken = calloc(n, sizeof(bool));
     while (!*stop && woken) {
         struct epoll_event events[16];
         int k = epoll_wait(epfd, events, (int)N_ELEMENTS(events), -1);
+        bool changes = false;
         for (int e = 0; e < k; e++) {
-            if (!(events[e].data.u64 & EV_LISTEN))
+            if (!(events[e].data.u64 & EV_LISTEN)) {
+                uint64_t v;
+                ssize_t r = read(a->wake_fd, &v, sizeof(v));
+                (void)r;
+                changes = true;
                 continue;
+            }
             int lfd = EV_FD(events[e].data.u64);
             for (int i = 0; i < 256; i++) {
                 int fd = accept_one(lfd, &spare, workers[0].peers, workers[0].max_fds);
@@ -407,11 +505,26 @@ void acceptor_run(struct worker *workers, unsigned n, const int *listen_fds, uns
             (void)r;
             woken[i] = false;
         }
+        /* after the batch: no event of it names an fd closed here */
+        if (changes)
+            acceptor_apply(a, epfd);
     }
     free(woken);
     if (spare >= 0)
         close(spare);
     close(epfd);
+}
+
+void acceptor_destroy(struct acceptor *a)
+{
+    acceptor_apply(a, -1);
+    for (unsigned i = 0; i < a->n_fds; i++)
+        if (a->fds[i] >= 0)
+            close(a->fds[i]);
+    free(a->fds);
+    a->fds = NULL;
+    a->n_fds = 0;
+    pthread_mutex_destroy(&a->lock);
 }
 
 /* --- waits: timers and foreign fds ----------------------------------------- */

@@ -124,12 +124,30 @@ int worker_quiesce(struct worker *w, void (*fn)(struct worker *w, void *arg), vo
 int worker_add_listener(struct worker *w, unsigned idx, int fd, bool shared);
 void worker_remove_listener(struct worker *w, unsigned idx);
 
-/* Acceptor-thread mode: the calling thread accepts on listen_fds and deals
+/* Acceptor-thread mode: one thread accepts on every listener and deals
  * each fd to workers[(fd / 2) % n] (neighbouring fds, whose table entries
- * share a cache line, land on the same worker). Returns when *stop is set
- * and wake_fd is written. */
-void acceptor_run(struct worker *workers, unsigned n, const int *listen_fds, unsigned n_listen,
-                  int wake_fd, volatile int *stop);
+ * share a cache line, land on the same worker). Its listeners may change
+ * while it runs (a reload): changes are queued from any thread and made by
+ * the acceptor itself between two waits, so it never accepts on an fd
+ * that is being closed. */
+struct acceptor_change;
+struct acceptor {
+    int wake_fd; /* written to wake it: a stop, or changes queued */
+    pthread_mutex_t lock;
+    struct acceptor_change *changes; /* queued, oldest first */
+    int *fds;                        /* by listener index; -1: none */
+    unsigned n_fds;
+};
+void acceptor_init(struct acceptor *a, int wake_fd);
+/* Accept on fd (taken) as listener idx from now on; 0 or -ENOMEM. */
+int acceptor_add_listener(struct acceptor *a, unsigned idx, int fd);
+/* Stop accepting on listener idx and close its fd. */
+void acceptor_remove_listener(struct acceptor *a, unsigned idx);
+/* Runs on the calling thread until *stop is set and wake_fd written. */
+void acceptor_run(struct acceptor *a, struct worker *workers, unsigned n, volatile int *stop);
+/* Closes every listener it still holds (new connections are refused at
+ * once) and frees what is queued. */
+void acceptor_destroy(struct acceptor *a);
 
 /* --- inside the runtime (worker.c, wait.c) ------------------------------------ */
 

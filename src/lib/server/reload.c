@@ -148,10 +148,13 @@ struct plan {
     int **fds;        /* by next's listener: its sockets, one per worker (new ones) */
     bool *gone;       /* by running listener */
     unsigned n_fresh; /* new listeners */
+    unsigned sets;    /* sockets per new listener: one per worker, or one
+                         for the acceptor thread */
 };
 
-static void plan_free(struct plan *p, unsigned n, unsigned sets)
+static void plan_free(struct plan *p, unsigned n)
 {
+    unsigned sets = p->sets;
     for (unsigned j = 0; p->fds && j < n; j++) {
         for (unsigned i = 0; p->fds[j] && i < sets; i++)
             if (p->fds[j][i] >= 0)
@@ -166,7 +169,8 @@ static void plan_free(struct plan *p, unsigned n, unsigned sets)
 static int plan_listeners(struct colibri_server *srv, struct colibri_server *next, struct plan *p,
                           char *err, size_t errlen)
 {
-    unsigned n = next->n_listeners, sets = srv->n_threads;
+    unsigned n = next->n_listeners, sets = srv->accept_thread ? 1 : srv->n_threads;
+    p->sets = sets;
     p->match = malloc((n + 1) * sizeof(*p->match));
     p->fds = calloc(n + 1, sizeof(*p->fds));
     p->gone = calloc(srv->n_listeners + 1, sizeof(*p->gone));
@@ -188,20 +192,7 @@ static int plan_listeners(struct colibri_server *srv, struct colibri_server *nex
         p->gone[i] = !srv->listeners[i].retired && !kept[i];
         n_gone += p->gone[i];
     }
-    if (srv->accept_thread && (p->n_fresh || n_gone)) {
-        /* the acceptor thread's sockets are fixed: keep them all */
-        char where[400];
-        where_of(next, "listener", where, sizeof(where));
-        log_msg(LOG_WARN, "%s: listeners added or removed take effect at restart (accept = thread)",
-                where);
-        for (unsigned i = 0; i < srv->n_listeners; i++)
-            p->gone[i] = false;
-        for (unsigned j = 0; j < n; j++)
-            if (p->match[j] < 0)
-                p->match[j] = -2; /* ignored */
-        p->n_fresh = 0;
-        return 0;
-    }
+    (void)n_gone;
     for (unsigned j = 0; j < n; j++) {
         if (p->match[j] >= 0)
             continue;
@@ -310,10 +301,14 @@ static int publish(struct colibri_server *srv, struct colibri_server *next, stru
             srv->listeners[p->match[j]].proxy_protocol = nl->proxy_protocol;
             continue;
         }
-        if (p->match[j] == -2)
-            continue;
         srv->listeners[idx] = *nl;
-        for (unsigned i = 0; i < srv->n_threads; i++) {
+        if (srv->accept_thread) {
+            /* the acceptor thread alone accepts: it takes the socket */
+            if (acceptor_add_listener(&srv->acceptor, idx, p->fds[j][0]) < 0)
+                log_msg(LOG_ERROR, "cannot accept on a new listener: out of memory");
+            p->fds[j][0] = -1;
+        }
+        for (unsigned i = 0; i < srv->n_threads && !srv->accept_thread; i++) {
             struct apply *a = ap[i];
             a->add[a->n_add].idx = idx;
             a->add[a->n_add].fd = p->fds[j][i];
@@ -334,7 +329,9 @@ static int publish(struct colibri_server *srv, struct colibri_server *next, stru
         srv->listeners[i].retired = true;
         if (srv->listeners[i].inherited)
             sd_release_socket(srv->listeners[i].fd);
-        for (unsigned k = 0; k < srv->n_threads; k++)
+        if (srv->accept_thread)
+            acceptor_remove_listener(&srv->acceptor, i);
+        for (unsigned k = 0; k < srv->n_threads && !srv->accept_thread; k++)
             ap[k]->del[ap[k]->n_del++] = i;
     }
     /* next's listeners are the server's now, or were not wanted */
@@ -389,7 +386,7 @@ void server_reload(struct colibri_server *srv)
         restart_only(srv, next);
         r = publish(srv, next, &p, err, ERR_MAX);
     }
-    plan_free(&p, n, srv->n_threads);
+    plan_free(&p, n);
     if (r) {
         if (next)
             colibri_server_free(next);

@@ -467,6 +467,21 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
         r = err_set(err, errlen, -errno, NULL, "eventfd: %s", strerror(errno));
         goto out_workers;
     }
+    if (srv->accept_thread) {
+        /* the acceptor takes its sockets; a reload may add and remove some */
+        acceptor_init(&srv->acceptor, srv->acceptor_wake);
+        srv->acceptor_ready = true;
+        for (unsigned j = 0; j < srv->n_listeners; j++) {
+            int fd = srv->acceptor_fds[j];
+            srv->acceptor_fds[j] = -1;
+            if (acceptor_add_listener(&srv->acceptor, j, fd) < 0) {
+                r = err_set(err, errlen, -ENOMEM, NULL, "out of memory");
+                goto out_workers;
+            }
+        }
+        free(srv->acceptor_fds);
+        srv->acceptor_fds = NULL;
+    }
     srv->n_threads = n;
     /* the listeners are bound: the pid file, the error log */
     if ((r = logs_start(&srv->logs, err, errlen)))
@@ -512,13 +527,10 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
     if (r || srv->stop_asap)
         colibri_server_shutdown(srv);
     if (srv->accept_thread && !r) {
-        acceptor_run(srv->workers, n, srv->acceptor_fds, srv->n_listeners, srv->acceptor_wake,
-                     &srv->stop_asap);
+        acceptor_run(&srv->acceptor, srv->workers, n, &srv->stop_asap);
         /* refuse new connections at once, not when the last worker is done */
-        for (unsigned j = 0; j < srv->n_listeners; j++)
-            close(srv->acceptor_fds[j]);
-        free(srv->acceptor_fds);
-        srv->acceptor_fds = NULL;
+        acceptor_destroy(&srv->acceptor);
+        srv->acceptor_ready = false;
     }
     for (unsigned i = 0; i < running; i++)
         pthread_join(srv->workers[i].thread, NULL);
@@ -539,9 +551,13 @@ out_workers:
         worker_destroy(&srv->workers[i]);
 out_free:
     for (unsigned j = 0; srv->acceptor_fds && j < srv->n_listeners; j++)
-        close(srv->acceptor_fds[j]);
+        if (srv->acceptor_fds[j] >= 0)
+            close(srv->acceptor_fds[j]);
     free(srv->acceptor_fds);
     srv->acceptor_fds = NULL;
+    if (srv->acceptor_ready)
+        acceptor_destroy(&srv->acceptor);
+    srv->acceptor_ready = false;
     if (srv->acceptor_wake >= 0)
         close(srv->acceptor_wake);
     srv->acceptor_wake = -1;

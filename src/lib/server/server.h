@@ -74,7 +74,9 @@ struct colibri_server {
     struct privs privs;    /* "user", "chroot" */
     bool accept_thread;    /* accept = thread: one acceptor deals fds to workers */
     int acceptor_wake;     /* eventfd, acceptor mode only */
-    int *acceptor_fds;
+    int *acceptor_fds;     /* its sockets, until the acceptor takes them */
+    struct acceptor acceptor;
+    bool acceptor_ready; /* acceptor_init() was called */
     struct server_logs logs;
     struct conn_peer *peers; /* the peers' addresses, indexed by fd like conns */
     char *config_path;       /* the file colibri_server_load_config() read: what a reload reads */
