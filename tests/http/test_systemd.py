@@ -596,3 +596,34 @@ def test_contrib_config_takes_the_socket_unit_names(tmp_path):
         assert r.status == 200 and r.body == b"it works\n"
     finally:
         assert proc.stop() == 0
+
+
+@need_activate
+@pytest.mark.parametrize("accept", ["reuseport", "thread"])
+def test_reload_keeps_the_passed_sockets(tmp_path, accept):
+    """A reload under socket activation keeps serving the passed sockets
+    (matched by their fd, never closed), with the new routes; a reloaded
+    config naming one socket twice fails and the old one keeps serving."""
+    conf = write_conf(tmp_path, "listener systemd:web\nthreads = 2\naccept = %s\n%s" % (accept, SITE))
+    proc, (web,) = activate(tmp_path, conf, names=("web",), n=1)
+    try:
+        proc.wait_line(r"\] listening on http://127\.0\.0\.1:%d$" % web)
+        assert get(web).status == 200
+        assert get(web, "/echo").status == 404
+        write_conf(tmp_path, "listener systemd:web\nthreads = 2\naccept = %s\nsite {\n"
+                   "    handler /hello hello_world\n    handler /echo echo\n}\n" % accept)
+        proc.proc.send_signal(signal.SIGHUP)
+        proc.wait_line(r"\[info\] reloaded$")
+        for _ in range(10):
+            assert get(web).status == 200
+        assert get(web, "/echo").status == 200
+        assert "no longer listening" not in proc.stderr()
+        # the same socket twice: refused, the running config stays
+        write_conf(tmp_path, "listener systemd:web\nlistener systemd:web\nthreads = 2\n"
+                   "accept = %s\n%s" % (accept, SITE))
+        proc.proc.send_signal(signal.SIGHUP)
+        proc.wait_line(r"\[error\] reload failed: .*listener")
+        assert get(web, "/echo").status == 200
+    finally:
+        rc = proc.stop()
+    assert rc == 0, proc.stderr()

@@ -294,6 +294,14 @@ static int listen_systemd(struct colibri_server *srv, const char *name, char *er
     int fds[256];
     /* a reload may name the sockets the running config took */
     int n = sd_take_sockets(name, fds, N_ELEMENTS(fds), srv->reload_of != NULL, err, errlen), r = 0;
+    /* ...but not twice in the same config, as at start */
+    for (int i = 0; i < n && srv->reload_of && !r; i++)
+        for (unsigned j = 0; j < srv->n_listeners && !r; j++)
+            if (srv->listeners[j].inherited && srv->listeners[j].fd == fds[i])
+                r = err_set(err, errlen, -EEXIST, NULL,
+                            "systemd socket fd %d is taken by another listener already", fds[i]);
+    if (r)
+        return r;
     for (int i = 0; i < n; i++) {
         struct listener l;
         if (!r && !(r = listener_inherit(&l, fds[i], name ? name : "systemd", err, errlen)))
