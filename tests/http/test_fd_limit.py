@@ -107,3 +107,7 @@ def test_emfile_does_not_spin_and_recovers(tmp_path):
         err = p.stderr.read().decode("utf-8", "replace")
     assert rc == 0, err
     assert "Sanitizer" not in err and "runtime error" not in err, err
+    # the error log says so, rate-limited: a few lines, not one per refusal
+    lines = [l for l in err.splitlines() if "out of file descriptors" in l]
+    assert lines and all("[error] accept() failed: Too many open files" in l for l in lines), err
+    assert len(lines) <= 10, err

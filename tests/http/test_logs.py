@@ -151,6 +151,21 @@ def test_access_log_reopen_on_sigusr1(make_server, tmp_path):
     assert "logs reopened" in s.stderr()
 
 
+def test_error_log_reopen_on_sigusr1(make_server, tmp_path):
+    path = tmp_path / "error.log"
+    s = make_server(error_log=str(path))
+    settled(path.read_text, "listening on")
+    rotated = tmp_path / "error.log.1"
+    path.rename(rotated)
+    s.send_signal(signal.SIGUSR1)
+    # the reopening is said in the new file
+    text = settled(lambda: path.read_text() if path.exists() else "", "logs reopened")
+    assert "logs reopened" in text
+    assert "listening on" in rotated.read_text() and "listening on" not in text
+    s.stop()
+    assert "[info] stopped" in path.read_text()
+
+
 def test_access_log_full_disk_does_not_fail_requests(make_server):
     s = make_server(access_log="/dev/full")
     for _ in range(20):
