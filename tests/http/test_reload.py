@@ -262,6 +262,7 @@ def test_old_generations_are_freed(make_server):
 
 
 def test_reloads_under_keep_alive_load_fail_nothing(make_server):
+    """Good and bad reloads every 0.2 s under four keep-alive clients."""
     server = make_server(site=SITE1)
     texts = [conf_text([server.port], SITE1), conf_text([server.port], SITE2)]
     stop, failures, counts = threading.Event(), [], []
@@ -295,7 +296,10 @@ def test_reloads_under_keep_alive_load_fail_nothing(make_server):
         end = time.monotonic() + 3
         i = 0
         while time.monotonic() < end:
-            reload(server, texts[i % 2])
+            if i % 3 == 2:  # a broken config: logged, the running one serves on
+                reload(server, texts[0] + "site {\n    nonsense = 1\n}\n", ok=False)
+            else:
+                reload(server, texts[i % 2])
             i += 1
             time.sleep(0.2)
     finally:
