@@ -676,6 +676,7 @@ void *worker_main(void *arg)
         }
         int timeout = unlikely(w->timers.n) ? run_timers(w) : loop_timeout(w);
         int n = epoll_wait(w->epfd, events, (int)N_ELEMENTS(events), timeout);
+        uint32_t second = w->now;
         update_clocks(w);
         for (int i = 0; i < n; i++) {
             uint64_t u = events[i].data.u64;
@@ -694,7 +695,11 @@ void *worker_main(void *arg)
                 foreign_event(w, u, events[i].events);
             }
         }
-        expire(w);
+        /* the last expire() left no deadline before `second`, and what
+         * joined a queue since has one in it or later: nothing can expire
+         * before the clock moves on */
+        if (w->now != second)
+            expire(w);
         if (w->tick_wanted && w->wall_time != w->tick_time && w->cfg->proto->tick) {
             w->tick_wanted = false;
             w->cfg->proto->tick(w->proto_state);
