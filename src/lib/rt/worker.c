@@ -404,7 +404,7 @@ void acceptor_remove_listener(struct acceptor *a, unsigned idx)
 }
 
 /* The queued changes, made on the acceptor's thread (epfd < 0: only the
- * table, before it runs or after it stopped). */
+ * table, after it stopped). */
 static void acceptor_apply(struct acceptor *a, int epfd)
 {
     pthread_mutex_lock(&a->lock);
@@ -455,14 +455,8 @@ void acceptor_run(struct acceptor *a, struct worker *workers, unsigned n, volati
         return;
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_WAKE};
     epoll_ctl(epfd, EPOLL_CTL_ADD, a->wake_fd, &ev);
-    /* the listeners so far, then every change queued later */
-    for (unsigned i = 0; i < a->n_fds; i++) {
-        if (a->fds[i] < 0)
-            continue;
-        ev = (struct epoll_event){.events = EPOLLIN,
-                                  .data.u64 = EV_LISTEN_AT(i) | (uint32_t)a->fds[i]};
-        epoll_ctl(epfd, EPOLL_CTL_ADD, a->fds[i], &ev);
-    }
+    /* every listener comes as a queued change, those added before it ran
+     * too (nothing applies them before) */
     acceptor_apply(a, epfd);
     int spare = spare_open();
     bool *woken = calloc(n, sizeof(bool));
