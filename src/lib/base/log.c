@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LOG_MIN(a, b) ((a) < (b) ? (a) : (b))
+#include "base/common.h"
 
 enum log_level log_max_level = LOG_INFO;
 static int the_fd = 2;
@@ -27,7 +27,7 @@ int log_fd(void)
 
 int log_level_parse(const char *s, enum log_level *out)
 {
-    for (int i = 0; i < 4; i++)
+    for (size_t i = 0; i < N_ELEMENTS(names); i++)
         if (!strcmp(s, names[i])) {
             *out = (enum log_level)i;
             return 0;
@@ -47,7 +47,7 @@ static void vlog(enum log_level level, uint32_t suppressed, const char *fmt, va_
     int k = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
     if (k < 0)
         k = 0;
-    n = LOG_MIN(n + (size_t)k, sizeof(line) - 2);
+    n = MIN(n + (size_t)k, sizeof(line) - 2);
     for (size_t i = start; i < n; i++)
         if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
             line[i] = '?';
