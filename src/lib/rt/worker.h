@@ -165,8 +165,6 @@ void acceptor_destroy(struct acceptor *a);
 #define EV_FOREIGN_FD(u)    ((int)((u) >> 40))
 #define EV_FOREIGN_OF(f, c) (EV_FOREIGN | (uint64_t)(f) << 40 | (uint32_t)(c))
 
-/* The monotonic clock in milliseconds, for timers. */
-uint64_t worker_now_ms(void);
 /* Ends a connection's conn_sleep()/conn_wait_fd() without resuming it: the
  * timer is disarmed, the foreign fd leaves epoll. */
 void wait_cleanup(struct worker *w, struct conn_ctx *ctx);
@@ -180,6 +178,10 @@ void quiesce_drop(struct worker *w);
 void cmds_destroy(struct worker *w);
 
 /* --- for the protocol ------------------------------------------------------ */
+
+/* The monotonic clock in milliseconds: the clock of conn_sleep() and
+ * conn_wait_fd() (a protocol counts its own deadlines on it). */
+uint64_t worker_now_ms(void);
 
 /* Whether the worker was asked to stop: answers should close. Read with
  * stop_requested, not stopping: a request can finish in the same epoll
