@@ -578,8 +578,10 @@ static __attribute__((noinline)) int run_timers(struct worker *w)
 {
     uint64_t now = worker_now_ms();
     struct timer *t;
-    /* re-armed later than now, so the loop below never meets it */
-    if (timer_armed(&w->quiesce_timer))
+    /* a pending worker_quiesce(), when its poll is due (not at every
+     * turn: the poll walks every context); re-armed later than now, so
+     * the loop below never meets it */
+    if (timer_armed(&w->quiesce_timer) && w->quiesce_timer.deadline <= now)
         quiesce_poll(w, now);
     for (uint32_t budget = w->timers.n;
          budget && (t = timer_first(&w->timers)) && t->deadline <= now; budget--) {
