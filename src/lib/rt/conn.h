@@ -40,8 +40,10 @@ struct conn {
     uint16_t listener; /* the index of the listening socket it came from */
     uint8_t pad[8];    /* to half a cache line: see the assertion */
 };
-/* Workers take neighbouring fds in pairs, so a pair of entries filling one
- * cache line is never written by two threads. */
+/* With accept = thread, the acceptor deals neighbouring fds in pairs, so a
+ * pair of entries filling one cache line is written by one thread. With a
+ * socket per worker the kernel numbers fds process-wide and two workers
+ * may share a line: false sharing, never a race (an entry has one owner). */
 static_assert(sizeof(struct conn) == 32, "two connection entries per cache line");
 
 /* What a suspended connection coroutine waits for (the value it yields). */
