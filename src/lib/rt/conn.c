@@ -4,6 +4,7 @@
 #include "rt/conn.h"
 
 #include <errno.h>
+#include <netinet/in.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -13,6 +14,21 @@
 
 /* At most this much of an unread request is drained before closing. */
 #define LINGER_MAX (256 * 1024)
+
+struct conn_peer conn_peer_from(const struct sockaddr_storage *ss)
+{
+    struct conn_peer p = {0};
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+        p = (struct conn_peer){.family = AF_INET, .port = a->sin_port};
+        memcpy(p.addr, &a->sin_addr, 4);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+        p = (struct conn_peer){.family = AF_INET6, .port = a->sin6_port};
+        memcpy(p.addr, &a->sin6_addr, 16);
+    }
+    return p;
+}
 
 static void wait_for(struct conn_ctx *ctx, int what)
 {

@@ -91,6 +91,10 @@ struct conn_peer {
     uint16_t port;
     uint8_t addr[16]; /* 4 bytes for AF_INET */
 };
+struct sockaddr_storage;
+/* The peer an address names (what accept() or a PROXY header gives):
+ * family 0 for anything but AF_INET and AF_INET6. */
+struct conn_peer conn_peer_from(const struct sockaddr_storage *ss);
 
 /* Everything an active connection needs, pooled per worker thread. */
 struct conn_ctx {

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
-#include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -281,26 +280,6 @@ static void take_handed_fds(struct worker *w)
     }
 }
 
-/* Records the peer of fd in peers (when there is a table). */
-static void note_peer(struct conn_peer *peers, uint32_t max_fds, int fd,
-                      const struct sockaddr_storage *ss)
-{
-    if (!peers || (uint32_t)fd >= max_fds)
-        return;
-    struct conn_peer *p = &peers[fd];
-    if (ss->ss_family == AF_INET) {
-        const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
-        *p = (struct conn_peer){.family = AF_INET, .port = a->sin_port};
-        memcpy(p->addr, &a->sin_addr, 4);
-    } else if (ss->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
-        *p = (struct conn_peer){.family = AF_INET6, .port = a->sin6_port};
-        memcpy(p->addr, &a->sin6_addr, 16);
-    } else {
-        *p = (struct conn_peer){0};
-    }
-}
-
 /* An fd held in reserve for accept_one(). An eventfd, not /dev/null: it
  * needs no file system, so it can be made again after a chroot. */
 static int spare_open(void)
@@ -319,7 +298,8 @@ static int accept_one(int lfd, int *spare, struct conn_peer *peers, uint32_t max
         socklen_t sl = sizeof(ss);
         int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) {
-            note_peer(peers, max_fds, fd, &ss);
+            if (peers && (uint32_t)fd < max_fds)
+                peers[fd] = conn_peer_from(&ss);
             return fd;
         }
         if (errno == EINTR || errno == ECONNABORTED)
