@@ -141,11 +141,11 @@ static bool same_listener(const struct listener *a, const struct listener *b)
 }
 
 /* What changes in the listeners: for each of next's, the running index it
- * keeps (or -1: new, with n_threads sockets opened in fds), and which
+ * keeps (or -1: new, with p->sets sockets opened in fds), and which
  * running ones go. */
 struct plan {
     int *match;       /* by next's listener */
-    int **fds;        /* by next's listener: its sockets, one per worker (new ones) */
+    int **fds;        /* by next's listener: its sockets (new ones) */
     bool *gone;       /* by running listener */
     unsigned n_fresh; /* new listeners */
     unsigned sets;    /* sockets per new listener: one per worker, or one
@@ -187,12 +187,8 @@ static int plan_listeners(struct colibri_server *srv, struct colibri_server *nex
             }
         p->n_fresh += p->match[j] < 0;
     }
-    unsigned n_gone = 0;
-    for (unsigned i = 0; i < srv->n_listeners; i++) {
+    for (unsigned i = 0; i < srv->n_listeners; i++)
         p->gone[i] = !srv->listeners[i].retired && !kept[i];
-        n_gone += p->gone[i];
-    }
-    (void)n_gone;
     for (unsigned j = 0; j < n; j++) {
         if (p->match[j] >= 0)
             continue;
