@@ -335,11 +335,7 @@ static int publish(struct colibri_server *srv, struct colibri_server *next, stru
     next->listeners = NULL;
     next->n_listeners = 0;
 
-    bool any_proxy = false;
-    for (unsigned i = 0; i < srv->n_listeners; i++)
-        any_proxy |= table[i] = !srv->listeners[i].retired && srv->listeners[i].proxy_protocol;
-    next->http.access_log_fd = srv->logs.access_fd;
-    server_finish_http(next, any_proxy ? table : NULL, srv->n_listeners);
+    server_finish_http(next, srv, table);
     /* what only the reload needed */
     logs_free(&next->logs);
 
