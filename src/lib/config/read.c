@@ -41,13 +41,17 @@ struct config_node *config_take_any(struct config_node *section)
     return NULL;
 }
 
+void config_where(const struct config_node *n, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s:%d: %s", n->file ? n->file : "?", n->line, n->name ? n->name : "");
+}
+
 int config_verror(const struct config_node *n, char *err, size_t errlen, const char *fmt,
                   va_list ap)
 {
     char where[PATH_MAX + 160] = "";
     if (n)
-        snprintf(where, sizeof(where), "%s:%d: %s", n->file ? n->file : "?", n->line,
-                 n->name ? n->name : "");
+        config_where(n, where, sizeof(where));
     return err_vset(err, errlen, -EINVAL, where, fmt, ap);
 }
 

@@ -85,7 +85,7 @@ static void where_of(const struct colibri_server *next, const char *key, char *b
     const struct config_node *n = next->cfg ? next->cfg->root->children : NULL;
     for (; n; n = n->next)
         if (!strcmp(n->name, key)) {
-            snprintf(buf, len, "%s:%d: %s", n->file ? n->file : "", n->line, key);
+            config_where(n, buf, len);
             return;
         }
     snprintf(buf, len, "%s: %s", next->cfg ? next->cfg->file : "config", key);
