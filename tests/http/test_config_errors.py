@@ -33,15 +33,21 @@ def listener():
     return "listener 127.0.0.1:%d\n" % free_port()
 
 
-def check(p, conf, line, keys, words=()):
+def failed(p):
+    """The stderr of a run that exited 1, and sanitizers had nothing to say."""
     err = p.stderr.decode("utf-8", "replace")
     assert p.returncode == 1, (p.returncode, err)
+    assert "Sanitizer" not in err and "runtime error:" not in err, err
+    return err
+
+
+def check(p, conf, line, keys, words=()):
+    err = failed(p)
     keys = keys if isinstance(keys, tuple) else (keys,)
     pat = r"^colibri: %s:%d: (%s): \S" % (re.escape(str(conf)), line, "|".join(map(re.escape, keys)))
     assert re.search(pat, err, re.M), "stderr %r does not match %r" % (err, pat)
     for w in words:
         assert w in err, (w, err)
-    assert "Sanitizer" not in err and "runtime error:" not in err, err
 
 
 def test_good_config_is_accepted_by_check(tmp_path, make_server):
@@ -108,11 +114,9 @@ def test_bad_listener(tmp_path):
 
 def check_nokey(p, conf, line, message):
     # "FILE:LINE: message" for an error that belongs to no key.
-    err = p.stderr.decode("utf-8", "replace")
-    assert p.returncode == 1, (p.returncode, err)
+    err = failed(p)
     want = "colibri: %s:%d: %s\n" % (conf, line, message)
     assert want in err, (want, err)
-    assert "Sanitizer" not in err and "runtime error:" not in err, err
 
 
 def test_unclosed_section(tmp_path):

@@ -10,7 +10,6 @@ freed (no file descriptor left behind by serve_files' cache and inotify);
 reloads every 0.2 s under a keep-alive load fail no request; sd_notify
 says RELOADING=1 then READY=1; SIGHUP no longer stops the server."""
 
-import os
 import signal
 import socket
 import threading
@@ -20,6 +19,7 @@ import pytest
 
 from conftest import colibri_bin, free_port
 from rawhttp import Closed, RawConn, request
+from test_hostile import fd_count
 from test_modules import greet_so  # noqa: F401 (the session fixture)
 from test_systemd import Proc, notify_socket, recv_state
 
@@ -239,10 +239,6 @@ def test_unbindable_new_listener_fails_the_whole_reload(make_server):
         assert get(server.port, "/echo").status == 404  # still the old routes
     finally:
         taken.close()
-
-
-def fd_count(pid):
-    return len(os.listdir("/proc/%d/fd" % pid))
 
 
 def test_old_generations_are_freed(make_server):

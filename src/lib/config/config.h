@@ -85,6 +85,8 @@ int config_bool(const struct config_node *n, bool *out, char *err, size_t errlen
 int config_int(const struct config_node *n, long min, long max, long *out, char *err,
                size_t errlen);
 
+/* "file:line: name" of n: where config_error() says a message is. */
+void config_where(const struct config_node *n, char *buf, size_t len);
 /* Formats "file:line: name: message" into err and returns -EINVAL. */
 int config_error(const struct config_node *n, char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -41,13 +41,17 @@ struct config_node *config_take_any(struct config_node *section)
     return NULL;
 }
 
+void config_where(const struct config_node *n, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s:%d: %s", n->file ? n->file : "?", n->line, n->name ? n->name : "");
+}
+
 int config_verror(const struct config_node *n, char *err, size_t errlen, const char *fmt,
                   va_list ap)
 {
     char where[PATH_MAX + 160] = "";
     if (n)
-        snprintf(where, sizeof(where), "%s:%d: %s", n->file ? n->file : "?", n->line,
-                 n->name ? n->name : "");
+        config_where(n, where, sizeof(where));
     return err_vset(err, errlen, -EINVAL, where, fmt, ap);
 }
 
@@ -83,13 +87,26 @@ void config_mark_used(struct config_node *n)
         config_mark_used(c);
 }
 
+/* The message about n, the first node nobody took, in section parent. A
+ * reader that takes a key once leaves a second copy of it behind; one
+ * that takes it in a loop (listener, handler) leaves none. So an earlier
+ * copy that was taken makes this one a duplicate. */
+static int unused_error(const struct config_node *parent, const struct config_node *n, char *err,
+                        size_t errlen)
+{
+    for (const struct config_node *p = parent->children; p != n; p = p->next)
+        if (p->used && strcmp(p->name, n->name) == 0)
+            return config_error(n, err, errlen, "duplicate key (first at line %d)", p->line);
+    return config_error(n, err, errlen, "unknown key");
+}
+
 int config_take_unused(struct config *cfg, char *err, size_t errlen)
 {
     const struct config_node *parent = NULL;
     const struct config_node *n = first_unused(cfg->root, &parent);
     if (!n)
         return 0;
-    int r = config_check_unused(cfg, err, errlen);
+    int r = unused_error(parent, n, err, errlen);
     config_mark_used((struct config_node *)n);
     return r;
 }
@@ -98,18 +115,7 @@ int config_check_unused(const struct config *cfg, char *err, size_t errlen)
 {
     const struct config_node *parent = NULL;
     const struct config_node *n = first_unused(cfg->root, &parent);
-    if (!n)
-        return 0;
-    /* A reader that takes a key once leaves a second copy of it behind;
-     * one that takes it in a loop (listener, handler) leaves none. So an
-     * earlier copy that was taken makes this one a duplicate. */
-    for (const struct config_node *p = parent->children; p != n; p = p->next) {
-        if (p->used && strcmp(p->name, n->name) == 0) {
-            return config_error(n, err, errlen, "duplicate key (first at line %d)", p->line);
-        }
-    }
-    config_error(n, err, errlen, "unknown key");
-    return -EINVAL;
+    return n ? unused_error(parent, n, err, errlen) : 0;
 }
 
 static const char *value_of(const struct config_node *n)

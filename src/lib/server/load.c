@@ -82,7 +82,7 @@ static int load_handler(struct colibri_server *srv, struct config_node *n, char 
     if (colibri_server_add_route(srv, prefix, h, NULL, NULL, why, sizeof(why)))
         return config_error(n, err, errlen, "%s", why);
     srv->route_list->max_body = max_body; /* the route just added */
-    /* anything else in the block: config_check_unused() names it */
+    /* anything else in the block: config_take_unused() names it */
     return 0;
 }
 
@@ -106,7 +106,7 @@ static int load_listener(struct colibri_server *srv, struct config_node *n, char
         return r;
     for (unsigned i = first; i < srv->n_listeners; i++)
         srv->listeners[i].proxy_protocol = proxy;
-    /* anything else in the block: config_check_unused() names it */
+    /* anything else in the block: config_take_unused() names it */
     return 0;
 }
 

@@ -81,8 +81,7 @@ int logs_load(struct server_logs *l, struct config_node *root, char *err, size_t
             return config_error(n, err, errlen, "out of memory");
         free(l->pid_path);
         l->pid_path = p;
-        snprintf(l->pid_where, sizeof(l->pid_where), "%s:%d: pid_file", n->file ? n->file : "",
-                 n->line);
+        config_where(n, l->pid_where, sizeof(l->pid_where));
     }
     return 0;
 }

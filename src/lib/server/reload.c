@@ -85,7 +85,7 @@ static void where_of(const struct colibri_server *next, const char *key, char *b
     const struct config_node *n = next->cfg ? next->cfg->root->children : NULL;
     for (; n; n = n->next)
         if (!strcmp(n->name, key)) {
-            snprintf(buf, len, "%s:%d: %s", n->file ? n->file : "", n->line, key);
+            config_where(n, buf, len);
             return;
         }
     snprintf(buf, len, "%s: %s", next->cfg ? next->cfg->file : "config", key);
@@ -141,11 +141,11 @@ static bool same_listener(const struct listener *a, const struct listener *b)
 }
 
 /* What changes in the listeners: for each of next's, the running index it
- * keeps (or -1: new, with n_threads sockets opened in fds), and which
+ * keeps (or -1: new, with p->sets sockets opened in fds), and which
  * running ones go. */
 struct plan {
     int *match;       /* by next's listener */
-    int **fds;        /* by next's listener: its sockets, one per worker (new ones) */
+    int **fds;        /* by next's listener: its sockets (new ones) */
     bool *gone;       /* by running listener */
     unsigned n_fresh; /* new listeners */
     unsigned sets;    /* sockets per new listener: one per worker, or one
@@ -187,12 +187,8 @@ static int plan_listeners(struct colibri_server *srv, struct colibri_server *nex
             }
         p->n_fresh += p->match[j] < 0;
     }
-    unsigned n_gone = 0;
-    for (unsigned i = 0; i < srv->n_listeners; i++) {
+    for (unsigned i = 0; i < srv->n_listeners; i++)
         p->gone[i] = !srv->listeners[i].retired && !kept[i];
-        n_gone += p->gone[i];
-    }
-    (void)n_gone;
     for (unsigned j = 0; j < n; j++) {
         if (p->match[j] >= 0)
             continue;
@@ -339,11 +335,7 @@ static int publish(struct colibri_server *srv, struct colibri_server *next, stru
     next->listeners = NULL;
     next->n_listeners = 0;
 
-    bool any_proxy = false;
-    for (unsigned i = 0; i < srv->n_listeners; i++)
-        any_proxy |= table[i] = !srv->listeners[i].retired && srv->listeners[i].proxy_protocol;
-    next->http.access_log_fd = srv->logs.access_fd;
-    server_finish_http(next, any_proxy ? table : NULL, srv->n_listeners);
+    server_finish_http(next, srv, table);
     /* what only the reload needed */
     logs_free(&next->logs);
 

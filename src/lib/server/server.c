@@ -122,7 +122,6 @@ void colibri_server_free(struct colibri_server *srv)
     free(srv->config_path);
     free(srv->user_text);
     free(srv->chroot_text);
-    free(srv->proxy_protocol);
     free(srv->listen_shared);
     free(srv->privs.chroot_dir);
     config_free(srv->cfg);
@@ -349,11 +348,15 @@ static uint32_t raise_fd_limit(void)
     return (uint32_t)rl.rlim_cur;
 }
 
-void server_finish_http(struct colibri_server *s, const bool *proxy, unsigned n)
+void server_finish_http(struct colibri_server *s, const struct colibri_server *srv, bool *proxy)
 {
+    bool any_proxy = false;
+    for (unsigned i = 0; i < srv->n_listeners; i++)
+        any_proxy |= proxy[i] = !srv->listeners[i].retired && srv->listeners[i].proxy_protocol;
     /* NULL: no listener wants PROXY headers, and run() need not ask */
-    s->http.proxy_protocol = proxy;
-    s->http.n_proxy_protocol = n;
+    s->http.proxy_protocol = any_proxy ? proxy : NULL;
+    s->http.n_proxy_protocol = srv->n_listeners;
+    s->http.access_log_fd = srv->logs.access_fd;
     s->http.error_tpl = s->error_tpl;
     /* without named sites, everything goes to the default site (routes or
      * not); with them, an unknown host gets 421 unless there is a default */
@@ -388,22 +391,12 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
     srv->workers = calloc(n, sizeof(struct worker));
     srv->http_workers = calloc(n, sizeof(*srv->http_workers));
     bool ok = srv->conns && srv->peers && srv->workers && srv->http_workers;
-    srv->http.access_log_fd = srv->logs.access_fd;
     for (unsigned i = 0; ok && i < n; i++)
         ok = (srv->http_workers[i] = http_worker_new(&srv->http)) != NULL;
     if (!ok) {
         r = err_set(err, errlen, -ENOMEM, NULL, "out of memory for %u connections", srv->max_fds);
         goto out_free;
     }
-    free(srv->proxy_protocol);
-    srv->proxy_protocol = calloc(srv->n_listeners, sizeof(bool));
-    if (!srv->proxy_protocol) {
-        r = err_set(err, errlen, -ENOMEM, NULL, "out of memory");
-        goto out_free;
-    }
-    bool any_proxy = false, any_shared = false;
-    for (unsigned j = 0; j < srv->n_listeners; j++)
-        any_proxy |= srv->proxy_protocol[j] = srv->listeners[j].proxy_protocol;
     /* A socket from systemd is one socket, where our own are one per
      * worker. listener_open() gives each worker (or the acceptor) a dup of
      * it rather than the one fd to all: each then owns its fd and closes
@@ -416,18 +409,22 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
         r = err_set(err, errlen, -ENOMEM, NULL, "out of memory");
         goto out_free;
     }
+    bool any_shared = false;
     for (unsigned j = 0; j < srv->n_listeners; j++)
         any_shared |= srv->listen_shared[j] = srv->listeners[j].inherited;
     srv->wcfg.listen_shared = any_shared ? srv->listen_shared : NULL;
-    server_finish_http(srv, any_proxy ? srv->proxy_protocol : NULL, srv->n_listeners);
     /* the first generation: the server's own routes */
-    if (!(srv->gen = calloc(1, sizeof(*srv->gen)))) {
+    srv->gen = calloc(1, sizeof(*srv->gen));
+    bool *proxy = calloc(srv->n_listeners, sizeof(bool));
+    if (!srv->gen || !proxy) {
+        free(srv->gen);
+        srv->gen = NULL;
+        free(proxy);
         r = err_set(err, errlen, -ENOMEM, NULL, "out of memory");
         goto out_free;
     }
-    *srv->gen = (struct server_gen){.owner = srv, .http = &srv->http};
-    srv->gen->proxy_protocol = srv->proxy_protocol;
-    srv->proxy_protocol = NULL; /* the generation's now */
+    *srv->gen = (struct server_gen){.owner = srv, .http = &srv->http, .proxy_protocol = proxy};
+    server_finish_http(srv, srv, proxy);
     /* room for a whole head and the start of a body, in whole pages */
     srv->wcfg.in_cap = (srv->http.limits.max_head + 1024 + 4095) & ~(size_t)4095;
 

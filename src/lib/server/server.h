@@ -69,7 +69,6 @@ struct colibri_server {
     struct worker_cfg wcfg;
     struct http_config http;
     struct tpl *error_tpl; /* owned; http.error_tpl points to it */
-    bool *proxy_protocol;  /* by listener; http.proxy_protocol points to it */
     bool *listen_shared;   /* by listener: one socket shared by all workers (systemd's) */
     struct privs privs;    /* "user", "chroot" */
     bool accept_thread;    /* accept = thread: one acceptor deals fds to workers */
@@ -106,9 +105,12 @@ unsigned server_cpu_count(void);
 /* Frees the routes, sites and error template the server's config built
  * (idempotent). */
 void server_release_routes(struct colibri_server *srv);
-/* Fills s->http from what s loaded (routes, sites, methods) with the
- * PROXY table proxy (by listener index, n entries; NULL when none). */
-void server_finish_http(struct colibri_server *s, const bool *proxy, unsigned n);
+/* Fills s->http from what s loaded (routes, sites, methods) for the
+ * listeners and logs of srv (s itself at start, the running server at a
+ * reload), with proxy (room for srv->n_listeners) filled as its PROXY
+ * table: by listener index, whether connections begin with a PROXY
+ * header. */
+void server_finish_http(struct colibri_server *s, const struct colibri_server *srv, bool *proxy);
 
 /* control.c: the control thread (log reopening, reloads) */
 int control_start(struct colibri_server *srv, char *err, size_t errlen);
