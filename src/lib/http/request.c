@@ -260,9 +260,7 @@ bool colibri_req_form(struct colibri_request *req, const char *name, struct coli
     struct view type;
     if (!(req->needs & COLIBRI_NEED_BODY) || !req->body_done ||
         !http_header_find(req->head->headers, "Content-Type", 12, &type) ||
-        type.len < sizeof(form) - 1 || !mem_case_eq(type.p, form, sizeof(form) - 1) ||
-        (type.len > sizeof(form) - 1 && type.p[sizeof(form) - 1] != ';' &&
-         type.p[sizeof(form) - 1] != ' ' && type.p[sizeof(form) - 1] != '\t'))
+        !http_media_type_is(type, form, sizeof(form) - 1))
         return false;
     struct view body = {.p = req->hc->reqbody.buf, .len = req->hc->reqbody.len};
     return body.len && urlencoded_field(req, body, name, value);
