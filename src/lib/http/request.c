@@ -52,16 +52,18 @@ static ssize_t normalize_path(char *p, size_t len)
     return (ssize_t)out;
 }
 
-int http_decode_path_escaped(struct colibri_request *req, char *p)
+int http_decode_path_escaped(struct colibri_request *req)
 {
     struct view raw = req->head->path;
+    char *p = arena_alloc(&req->hc->arena, raw.len + 1);
+    if (!p)
+        return 500;
     ssize_t n = http_percent_decode(p, raw.p, raw.len, false);
     if (n < 0 || n == 0 || p[0] != '/')
         return 400;
     n = normalize_path(p, (size_t)n);
     if (n < 0)
         return 400;
-    p[n] = '\0';
     req->path = (struct view){.p = p, .len = (size_t)n};
     return 0;
 }
@@ -84,8 +86,8 @@ static int pin_head(struct colibri_request *req)
     if (!to)
         return -ENOMEM;
     memcpy(to, from, req->head_len);
-    struct view *views[] = {&head->method_str, &head->target, &head->path,
-                            &head->query,      &head->host,   &head->headers};
+    struct view *views[] = {&head->method_str, &head->target,  &head->path, &head->query,
+                            &head->host,       &head->headers, &req->path};
     for (size_t i = 0; i < N_ELEMENTS(views); i++)
         rebase(views[i], from, req->head_len, to);
     req->head_pinned = true;
