@@ -76,10 +76,10 @@ static void rebase(struct view *v, const char *from, size_t len, const char *to)
         v->p = to + (v->p - from);
 }
 
-/* Reading more of a body moves bytes in the input buffer, under the views
- * of the head: before the first move, the head is copied to the arena. */
-static int pin_head(struct colibri_request *req)
+int http_pin_head(struct colibri_request *req)
 {
+    if (req->head_pinned)
+        return 0;
     struct http_head *head = req->head;
     const char *from = req->head_at;
     char *to = arena_alloc(&req->hc->arena, req->head_len);
@@ -159,7 +159,7 @@ int http_body_next(struct colibri_request *req, struct view *out)
             *out = (struct view){.p = p, .len = got};
             return 0;
         }
-        if (!req->head_pinned && pin_head(req) < 0)
+        if (http_pin_head(req) < 0)
             goto out_close;
         conn_compact(ctx);
         if (ctx->in_len == ctx->in_cap)

@@ -84,7 +84,7 @@ struct colibri_response {
 /* Decodes and normalises the target's path into req->path: 0, 400, or
  * 500 (out of memory). Inline, because every request needs it and most
  * paths have nothing to decode: those are the head's own bytes (a view
- * that pin_head() moves with the head); the others go to
+ * that http_pin_head() moves with the head); the others go to
  * http_decode_path_escaped(), which decodes into the arena. */
 int http_decode_path_escaped(struct colibri_request *req);
 static inline int http_decode_path(struct colibri_request *req)
@@ -102,6 +102,11 @@ static inline int http_decode_path(struct colibri_request *req)
     req->path = raw;
     return 0;
 }
+/* Copies the head into the arena and points its views (and req->path)
+ * there: 0, or -ENOMEM. Whoever reads more input while the request lives
+ * calls it before ctx->in moves (a body read, WebSocket frames), or the
+ * access log and the header lookups see the new bytes. Once per request. */
+int http_pin_head(struct colibri_request *req);
 /* Reads the rest of the body into hc->reqbody (keep) or drops it. 0, or
  * the status to give up with (the connection then closes). */
 int http_body_pump(struct colibri_request *req, bool keep);
