@@ -204,6 +204,17 @@ class RawConn:
         return out
 
 
+def recv_all(s):
+    """Read until the peer closes (the socket's own timeout bounds each
+    wait); returns the bytes."""
+    data = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            return data
+        data += d
+
+
 def recv_until(s, pred, limit):
     """Read until pred(data) or limit seconds; returns the bytes."""
     data = b""

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from conftest import HELLO_TXT, REPO, SANITIZER_RE, colibri_bin, free_port, make_wwwroot
+from rawhttp import recv_all
 
 CLIENT_ADDR = "127.0.0.2"
 CLIENTS = 4
@@ -228,12 +229,7 @@ def haproxy_stats(sock_path):
         s.settimeout(2)
         s.connect(str(sock_path))
         s.sendall(b"show stat\n")
-        data = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            data += b
+        data = recv_all(s)
     lines = data.decode().splitlines()
     names = lines[0].lstrip("# ").split(",")
     out = {}

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from rawhttp import recv_all
 from test_concurrency import raise_nofile
 
 SLOW = 1000  # slowloris connections
@@ -20,12 +21,7 @@ def hello_latency(server, n=100):
         t0 = time.monotonic()
         with socket.create_connection((server.host, server.port), timeout=5) as s:
             s.sendall(b"GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            data = b""
-            while True:
-                b = s.recv(4096)
-                if not b:
-                    break
-                data += b
+            data = recv_all(s)
         assert data.startswith(b"HTTP/1.1 200 "), data[:100]
         out.append(time.monotonic() - t0)
     return sorted(out)

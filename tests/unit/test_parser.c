@@ -1024,6 +1024,21 @@ TEST(query_find)
     CHECK(!http_query_find(empty, "a", 1, &v));
 }
 
+TEST(media_type_is)
+{
+    static const char f[] = "application/x-www-form-urlencoded";
+    size_t n = sizeof(f) - 1;
+    CHECK(http_media_type_is(VIEW_LIT("application/x-www-form-urlencoded"), f, n));
+    CHECK(http_media_type_is(VIEW_LIT("Application/X-WWW-Form-URLencoded"), f, n));
+    CHECK(http_media_type_is(VIEW_LIT("application/x-www-form-urlencoded;charset=utf-8"), f, n));
+    CHECK(http_media_type_is(VIEW_LIT(" application/x-www-form-urlencoded ; q"), f, n));
+    CHECK(http_media_type_is(VIEW_LIT("application/x-www-form-urlencoded\t"), f, n));
+    CHECK(!http_media_type_is(VIEW_LIT("application/x-www-form-urlencodedx"), f, n));
+    CHECK(!http_media_type_is(VIEW_LIT("application/x-www-form"), f, n));
+    CHECK(!http_media_type_is(VIEW_LIT("text/plain"), f, n));
+    CHECK(!http_media_type_is(VIEW_LIT(""), f, n));
+}
+
 TEST(cookie_find)
 {
     struct view c = VIEW_LIT("a=1; b=\"two\";c=; d ;  e = five ; t=x=y; q=\"");
@@ -1124,6 +1139,7 @@ int main(void)
     RUN(chunked_limits);
     RUN(chunked_malformed);
     RUN(query_find);
+    RUN(media_type_is);
     RUN(cookie_find);
     RUN(percent_decode);
     return test_summary();

@@ -34,6 +34,17 @@ bool http_header_find(struct view headers, const char *name, size_t name_len, st
     return false;
 }
 
+bool http_media_type_is(struct view ctype, const char *type, size_t type_len)
+{
+    const char *p = ctype.p, *end = ctype.p + ctype.len;
+    while (p < end && is_ows(*p))
+        p++;
+    if ((size_t)(end - p) < type_len || !case_eq(p, type, type_len))
+        return false;
+    p += type_len;
+    return p == end || *p == ';' || is_ows(*p);
+}
+
 bool http_query_find(struct view query, const char *name, size_t name_len, struct view *value)
 {
     const char *p = query.p, *end = query.p + query.len;

@@ -15,6 +15,11 @@
  * http_parse_head() accepted; the value has no leading/trailing whitespace. */
 bool http_header_find(struct view headers, const char *name, size_t name_len, struct view *value);
 
+/* Whether a Content-Type value names the media type type (lower case,
+ * type_len bytes): compared case-insensitively after leading whitespace,
+ * and followed by its end, ';' or whitespace (its parameters). */
+bool http_media_type_is(struct view ctype, const char *type, size_t type_len);
+
 /* Finds the parameter name in a query string ("a=1&b=2"); value is still
  * percent-encoded. A parameter without '=' has an empty value. */
 bool http_query_find(struct view query, const char *name, size_t name_len, struct view *value);

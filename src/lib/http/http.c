@@ -54,11 +54,8 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
     if (!route)
         return 404;
     const struct colibri_handler *h = route->handler;
-    unsigned allowed = h->methods ? h->methods : COLIBRI_M(COLIBRI_GET);
-    if (allowed & COLIBRI_M(COLIBRI_GET))
-        allowed |= COLIBRI_M(COLIBRI_HEAD);
-    if (!(allowed & COLIBRI_M(head->method))) {
-        http_allow_header(&hc->hdrs, allowed | COLIBRI_M(COLIBRI_OPTIONS));
+    if (!(http_handler_calls(h) & COLIBRI_M(head->method))) {
+        http_allow_header(&hc->hdrs, http_handler_methods(h));
         return head->method == COLIBRI_OPTIONS ? 204 : 405;
     }
     resp->head_only = head->method == COLIBRI_HEAD;

@@ -51,14 +51,20 @@ struct http_config {
     int access_log_fd; /* O_APPEND, or -1: no access log */
 };
 
-/* The methods a handler answers: its own (GET when it names none), HEAD
- * wherever GET is, and OPTIONS, which the server answers itself. */
-static inline unsigned http_handler_methods(const struct colibri_handler *h)
+/* The methods a handler is called for: its own (GET when it names none)
+ * and HEAD wherever GET is. */
+static inline unsigned http_handler_calls(const struct colibri_handler *h)
 {
     unsigned m = h->methods ? h->methods : COLIBRI_M(COLIBRI_GET);
     if (m & COLIBRI_M(COLIBRI_GET))
         m |= COLIBRI_M(COLIBRI_HEAD);
-    return m | COLIBRI_M(COLIBRI_OPTIONS);
+    return m;
+}
+/* The methods its route answers (the Allow header): those, and OPTIONS,
+ * which the server answers itself when the handler does not. */
+static inline unsigned http_handler_methods(const struct colibri_handler *h)
+{
+    return http_handler_calls(h) | COLIBRI_M(COLIBRI_OPTIONS);
 }
 
 /* The protocol every connection runs (state: struct http_conn). */

@@ -73,19 +73,18 @@ static bool host_valid(const char *s, size_t n, bool allow_empty)
             return false;
         i++;
     } else {
-        while (i < n && s[i] != ':') {
-            if (s[i] == '%') {
-                if (n - i < 3 || !is(s[i + 1], C_HEX) || !is(s[i + 2], C_HEX))
-                    return false;
-                i += 3;
-            } else if (is(s[i], C_HOST)) {
-                i++;
-            } else {
+        /* runs of reg-name characters (':' and '%' are not), escapes between */
+        for (;;) {
+            i = (size_t)(scan_class(s + i, s + n, C_HOST) - s);
+            if (i == n || s[i] != '%')
+                break;
+            if (n - i < 3 || !is(s[i + 1], C_HEX) || !is(s[i + 2], C_HEX))
                 return false;
-            }
+            i += 3;
         }
         if (i == 0)
             return false;
+        /* after the name, anything but ":port" fails below */
     }
     if (i == n)
         return true;

@@ -52,16 +52,18 @@ static ssize_t normalize_path(char *p, size_t len)
     return (ssize_t)out;
 }
 
-int http_decode_path_escaped(struct colibri_request *req, char *p)
+int http_decode_path_escaped(struct colibri_request *req)
 {
     struct view raw = req->head->path;
+    char *p = arena_alloc(&req->hc->arena, raw.len + 1);
+    if (!p)
+        return 500;
     ssize_t n = http_percent_decode(p, raw.p, raw.len, false);
     if (n < 0 || n == 0 || p[0] != '/')
         return 400;
     n = normalize_path(p, (size_t)n);
     if (n < 0)
         return 400;
-    p[n] = '\0';
     req->path = (struct view){.p = p, .len = (size_t)n};
     return 0;
 }
@@ -74,18 +76,18 @@ static void rebase(struct view *v, const char *from, size_t len, const char *to)
         v->p = to + (v->p - from);
 }
 
-/* Reading more of a body moves bytes in the input buffer, under the views
- * of the head: before the first move, the head is copied to the arena. */
-static int pin_head(struct colibri_request *req)
+int http_pin_head(struct colibri_request *req)
 {
+    if (req->head_pinned)
+        return 0;
     struct http_head *head = req->head;
     const char *from = req->head_at;
     char *to = arena_alloc(&req->hc->arena, req->head_len);
     if (!to)
         return -ENOMEM;
     memcpy(to, from, req->head_len);
-    struct view *views[] = {&head->method_str, &head->target, &head->path,
-                            &head->query,      &head->host,   &head->headers};
+    struct view *views[] = {&head->method_str, &head->target,  &head->path, &head->query,
+                            &head->host,       &head->headers, &req->path};
     for (size_t i = 0; i < N_ELEMENTS(views); i++)
         rebase(views[i], from, req->head_len, to);
     req->head_pinned = true;
@@ -157,7 +159,7 @@ int http_body_next(struct colibri_request *req, struct view *out)
             *out = (struct view){.p = p, .len = got};
             return 0;
         }
-        if (!req->head_pinned && pin_head(req) < 0)
+        if (http_pin_head(req) < 0)
             goto out_close;
         conn_compact(ctx);
         if (ctx->in_len == ctx->in_cap)
@@ -260,9 +262,7 @@ bool colibri_req_form(struct colibri_request *req, const char *name, struct coli
     struct view type;
     if (!(req->needs & COLIBRI_NEED_BODY) || !req->body_done ||
         !http_header_find(req->head->headers, "Content-Type", 12, &type) ||
-        type.len < sizeof(form) - 1 || !mem_case_eq(type.p, form, sizeof(form) - 1) ||
-        (type.len > sizeof(form) - 1 && type.p[sizeof(form) - 1] != ';' &&
-         type.p[sizeof(form) - 1] != ' ' && type.p[sizeof(form) - 1] != '\t'))
+        !http_media_type_is(type, form, sizeof(form) - 1))
         return false;
     struct view body = {.p = req->hc->reqbody.buf, .len = req->hc->reqbody.len};
     return body.len && urlencoded_field(req, body, name, value);

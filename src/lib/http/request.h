@@ -61,7 +61,7 @@ struct colibri_request {
     bool body_done;     /* the body has been read (and kept, or dropped) */
     bool continue_sent; /* "100 Continue" went out */
     unsigned needs;     /* the handler's enum colibri_need */
-    struct view path;   /* decoded and normalised, NUL-terminated */
+    struct view path;   /* decoded and normalised: the head's bytes, or the arena's */
     uint64_t body_left;
     uint64_t max_body;  /* the route's limit, or the server's */
     struct http_mp *mp; /* colibri_req_multipart_next()'s state, once called */
@@ -83,29 +83,30 @@ struct colibri_response {
 
 /* Decodes and normalises the target's path into req->path: 0, 400, or
  * 500 (out of memory). Inline, because every request needs it and most
- * paths have nothing to decode; the others go to
- * http_decode_path_escaped(), which decodes into p (raw.len + 1 bytes). */
-int http_decode_path_escaped(struct colibri_request *req, char *p);
+ * paths have nothing to decode: those are the head's own bytes (a view
+ * that http_pin_head() moves with the head); the others go to
+ * http_decode_path_escaped(), which decodes into the arena. */
+int http_decode_path_escaped(struct colibri_request *req);
 static inline int http_decode_path(struct colibri_request *req)
 {
     struct view raw = req->head->path;
-    char *p = arena_alloc(&req->hc->arena, raw.len + 1);
-    if (!p)
-        return 500;
     /* only '%' escapes, "." segments and repeated slashes need work */
     for (size_t i = 0; i < raw.len; i++) {
         char c = raw.p[i];
         if (c == '%' ||
             (c == '/' && i + 1 < raw.len && (raw.p[i + 1] == '/' || raw.p[i + 1] == '.')))
-            return http_decode_path_escaped(req, p);
+            return http_decode_path_escaped(req);
     }
     if (!raw.len || raw.p[0] != '/')
-        return http_decode_path_escaped(req, p);
-    memcpy(p, raw.p, raw.len);
-    p[raw.len] = '\0';
-    req->path = (struct view){.p = p, .len = raw.len};
+        return http_decode_path_escaped(req);
+    req->path = raw;
     return 0;
 }
+/* Copies the head into the arena and points its views (and req->path)
+ * there: 0, or -ENOMEM. Whoever reads more input while the request lives
+ * calls it before ctx->in moves (a body read, WebSocket frames), or the
+ * access log and the header lookups see the new bytes. Once per request. */
+int http_pin_head(struct colibri_request *req);
 /* Reads the rest of the body into hc->reqbody (keep) or drops it. 0, or
  * the status to give up with (the connection then closes). */
 int http_body_pump(struct colibri_request *req, bool keep);

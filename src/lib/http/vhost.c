@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-#include <stdbool.h>
+#include "http/chars.h"
 
 #define NAME_MAX_LEN 253 /* RFC 1035, without the trailing dot */
 
@@ -24,34 +24,13 @@ struct view http_host_name(struct view host)
     return (struct view){.p = p, .len = (size_t)(e - p)};
 }
 
-static inline char lower(char c)
-{
-    return c >= 'A' && c <= 'Z' ? (char)(c + ('a' - 'A')) : c;
-}
-
 const struct trie *http_vhost_find(const struct http_vhost *v, unsigned n, struct view host)
 {
     struct view h = http_host_name(host);
-    for (unsigned i = 0; i < n; i++) {
-        if (v[i].len != h.len)
-            continue;
-        size_t j = 0;
-        while (j < h.len && lower(h.p[j]) == v[i].name[j])
-            j++;
-        if (j == h.len)
+    for (unsigned i = 0; i < n; i++)
+        if (v[i].len == h.len && case_eq(h.p, v[i].name, h.len))
             return v[i].routes;
-    }
     return NULL;
-}
-
-static bool is_alnum(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
-
-static bool is_hex(char c)
-{
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
 int http_vhost_canon(const char *name, char *out, size_t cap, const char **why)
@@ -60,7 +39,7 @@ int http_vhost_canon(const char *name, char *out, size_t cap, const char **why)
     if (n && name[0] == '[') {
         size_t i = 1;
         bool colon = false;
-        while (i < n && (is_hex(name[i]) || name[i] == ':' || name[i] == '.'))
+        while (i < n && (IS_HEX(name[i]) || name[i] == ':' || name[i] == '.'))
             colon |= name[i++] == ':';
         if (i + 1 == n && name[i] == ']' && colon)
             goto copy;
@@ -93,7 +72,7 @@ int http_vhost_canon(const char *name, char *out, size_t cap, const char **why)
         } else if (c == '*') {
             *why = "wildcard names are not supported";
             return -1;
-        } else if (!is_alnum(c) && c != '-') {
+        } else if (!IS_ALPHA(c) && !IS_DIGIT(c) && c != '-') {
             *why = "a host name has only letters, digits, '-' and '.'";
             return -1;
         }
@@ -104,7 +83,7 @@ copy:
         return -1;
     }
     for (size_t i = 0; i < n; i++)
-        out[i] = lower(name[i]);
+        out[i] = (char)lower_tab[(unsigned char)name[i]];
     out[n] = '\0';
     return (int)n;
 }
