@@ -221,7 +221,8 @@ static void on_event(struct files_watch *w, const struct inotify_event *ev)
     if (!d)
         return;
     if (ev->len && ev->name[0]) {
-        /* several keys may share the wd: copy them first */
+        /* several keys may share the wd, and on_name() may drop them all:
+         * count them, then find each again by its rank */
         size_t n = 0;
         for (struct wdir *e = d; e; e = e->wnext)
             n += e->wd == ev->wd;
