@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "files/files.h"
 
 #define BUCKETS 1024
 
@@ -176,8 +177,6 @@ bool files_watch_ensure(struct files_watch *w, const char *key, size_t len)
 
 /* --- the thread ------------------------------------------------------------ */
 
-static const char *const sibling_ext[] = {".gz", ".br", ".zst"};
-
 /* What an event for name in the directory d concerns. Under mu. */
 static void on_name(struct files_watch *w, const struct wdir *d, const char *name, uint32_t mask)
 {
@@ -193,9 +192,10 @@ static void on_name(struct files_watch *w, const struct wdir *d, const char *nam
     key[kl] = '\0';
     cache_invalidate(w->cache, key, kl);
     cache_invalidate(w->cache, d->key, d->len); /* its index file or its listing */
-    for (size_t i = 0; i < sizeof(sibling_ext) / sizeof(sibling_ext[0]); i++) {
-        size_t el = strlen(sibling_ext[i]);
-        if (nl > el && !memcmp(name + nl - el, sibling_ext[i], el))
+    for (int c = 0; c < HTTP_CODING_COUNT; c++) {
+        const char *ext = files_sibling_ext[c];
+        size_t el = ext ? strlen(ext) : 0;
+        if (el && nl > el && !memcmp(name + nl - el, ext, el))
             cache_invalidate(w->cache, key, kl - el);
     }
     if (mask & IN_ISDIR) {
