@@ -320,6 +320,28 @@ TEST(malformed)
     CHECK_EQ_INT(mp_finish(&p), -1);
 }
 
+/* Feeds b[0..left) whole, adding the data events' lengths and byte sums;
+ * returns the set (1u << type) of the other events' types. */
+static unsigned feed_all(struct mp_parser *p, const char *b, size_t left, uint64_t *total,
+                         uint64_t *sum)
+{
+    unsigned seen = 0;
+    while (left) {
+        struct mp_event ev;
+        size_t used = mp_feed(p, b, left, &ev);
+        b += used;
+        left -= used;
+        if (ev.type != MP_DATA) {
+            seen |= 1u << ev.type;
+            continue;
+        }
+        *total += ev.len;
+        for (size_t i = 0; i < ev.len; i++)
+            *sum += (unsigned char)ev.data[i];
+    }
+    return seen;
+}
+
 /* A large part in small pieces: data comes out as it goes in, never held. */
 TEST(large_part_streams)
 {
@@ -336,41 +358,15 @@ TEST(large_part_streams)
         chunk[i] = (char)(i * 7 % 251); /* CRs and LFs among them */
     uint64_t total = 0, sum = 0, want = 0;
     for (int k = 0; k < 5000; k++) {
-        const char *b = chunk;
-        size_t left = sizeof(chunk);
         for (size_t i = 0; i < sizeof(chunk); i++)
             want += (unsigned char)chunk[i];
-        while (left) {
-            used = mp_feed(&p, b, left, &ev);
-            b += used;
-            left -= used;
-            if (ev.type == MP_DATA) {
-                total += ev.len;
-                for (size_t i = 0; i < ev.len; i++)
-                    sum += (unsigned char)ev.data[i];
-            } else {
-                CHECK_EQ_INT(ev.type, MP_MORE);
-            }
-        }
+        /* nothing but data, and the parser asking for more */
+        CHECK_EQ_INT(feed_all(&p, chunk, sizeof(chunk), &total, &sum) & ~(1u << MP_MORE), 0);
         /* at most a delimiter's worth is held back */
         CHECK(total + p.dlen >= (uint64_t)(k + 1) * sizeof(chunk));
     }
     static const char tail[] = "\r\n------x--";
-    const char *b = tail;
-    size_t left = sizeof(tail) - 1;
-    bool ended = false;
-    while (left) {
-        used = mp_feed(&p, b, left, &ev);
-        b += used;
-        left -= used;
-        if (ev.type == MP_DATA) {
-            total += ev.len;
-            for (size_t i = 0; i < ev.len; i++)
-                sum += (unsigned char)ev.data[i];
-        }
-        ended |= ev.type == MP_PART_END;
-    }
-    CHECK(ended);
+    CHECK(feed_all(&p, tail, sizeof(tail) - 1, &total, &sum) & (1u << MP_PART_END));
     CHECK_EQ_INT(total, 5000 * sizeof(chunk));
     CHECK_EQ_INT(sum, want);
     CHECK_EQ_INT(mp_finish(&p), 0);

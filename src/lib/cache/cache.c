@@ -274,53 +274,82 @@ struct cache_entry *cache_get(struct cache *c, const char *key, size_t key_len, 
     return insert(c, s, fresh, now, gen);
 }
 
-/* Unlinks from s the entries key matches (exact, or as a prefix) onto
- * *dead; returns how many. Called with s locked exclusively. */
-static size_t unlink_matching(struct shard *s, const char *key, size_t len, bool prefix, uint64_t h,
-                              struct cache_entry **dead)
+/* Which entries to remove: one key, every key beginning with a prefix, or
+ * every entry expired at now. */
+struct sel {
+    enum { SEL_KEY, SEL_PREFIX, SEL_EXPIRED } kind;
+    const char *key;
+    size_t len;
+    uint64_t h; /* SEL_KEY */
+    uint64_t now;
+};
+
+static bool selected(const struct cache_entry *e, const struct sel *m)
+{
+    switch (m->kind) {
+    case SEL_KEY:
+        return e->hash == m->h && e->key_len == m->len && !memcmp(e->key, m->key, m->len);
+    case SEL_PREFIX:
+        return e->key_len >= m->len && !memcmp(e->key, m->key, m->len);
+    default:
+        return m->now >= e->expires_ms;
+    }
+}
+
+/* Unlinks the entries of s that m selects onto *dead; returns how many.
+ * Called with s locked exclusively. */
+static size_t unlink_selected(struct shard *s, const struct sel *m, struct cache_entry **dead)
 {
     size_t n = 0;
-    uint32_t b = prefix ? 0 : (uint32_t)(h & s->mask), last = prefix ? s->mask : b;
+    uint32_t b = m->kind == SEL_KEY ? (uint32_t)(m->h & s->mask) : 0;
+    uint32_t last = m->kind == SEL_KEY ? b : s->mask;
     for (; b <= last; b++) {
         struct cache_entry **pp = &s->buckets[b];
         while (*pp) {
             struct cache_entry *e = *pp;
-            bool match = prefix ? e->key_len >= len && !memcmp(e->key, key, len)
-                                : e->hash == h && e->key_len == len && !memcmp(e->key, key, len);
-            if (!match) {
+            if (!selected(e, m)) {
                 pp = &e->next;
                 continue;
             }
             *pp = e->next;
             e->next = *dead;
             *dead = e;
-            s->n--;
             n++;
         }
     }
+    s->n -= (uint32_t)n;
     return n;
+}
+
+/* Gives back the table's references to n unlinked entries: after the
+ * shard's lock is released, as destroying may be slow (munmap, close). */
+static void put_unlinked(struct cache *c, struct cache_entry *dead, size_t n)
+{
+    atomic_fetch_sub_explicit(&c->entries, (uint32_t)n, memory_order_relaxed);
+    while (dead) {
+        struct cache_entry *next = dead->next;
+        cache_put(c, dead);
+        dead = next;
+    }
 }
 
 static void invalidate(struct cache *c, const char *key, size_t len, bool prefix)
 {
     atomic_fetch_add(&c->gen, 1); /* first: see insert() */
-    uint64_t h = prefix ? 0 : hash_key(c->seed, key, len);
+    struct sel m = {.kind = prefix ? SEL_PREFIX : SEL_KEY, .key = key, .len = len};
+    if (!prefix)
+        m.h = hash_key(c->seed, key, len);
     struct cache_entry *dead = NULL;
     size_t n = 0;
     for (unsigned i = 0; i < N_SHARDS; i++) {
         struct shard *s = &c->shards[i];
-        if (!prefix && s != shard_of(c, h))
+        if (!prefix && s != shard_of(c, m.h))
             continue;
         pthread_rwlock_wrlock(&s->lock);
-        n += unlink_matching(s, key, len, prefix, h, &dead);
+        n += unlink_selected(s, &m, &dead);
         pthread_rwlock_unlock(&s->lock);
     }
-    while (dead) {
-        struct cache_entry *next = dead->next;
-        atomic_fetch_sub_explicit(&c->entries, 1, memory_order_relaxed);
-        cache_put(c, dead);
-        dead = next;
-    }
+    put_unlinked(c, dead, n);
     atomic_fetch_add_explicit(&c->invalidated, n, memory_order_relaxed);
 }
 
@@ -358,30 +387,9 @@ static size_t prune_shard(struct cache *c, struct shard *s, uint64_t now, bool w
     if (!any || (wait ? pthread_rwlock_wrlock(&s->lock) : pthread_rwlock_trywrlock(&s->lock)))
         return 0;
     struct cache_entry *dead = NULL;
-    size_t n = 0;
-    for (uint32_t b = 0; b <= s->mask; b++) {
-        struct cache_entry **pp = &s->buckets[b];
-        while (*pp) {
-            struct cache_entry *e = *pp;
-            if (now < e->expires_ms) {
-                pp = &e->next;
-                continue;
-            }
-            *pp = e->next;
-            e->next = dead;
-            dead = e;
-            s->n--;
-            n++;
-        }
-    }
+    size_t n = unlink_selected(s, &(struct sel){.kind = SEL_EXPIRED, .now = now}, &dead);
     pthread_rwlock_unlock(&s->lock);
-    /* destroying may be slow (munmap, close): not under the lock */
-    while (dead) {
-        struct cache_entry *next = dead->next;
-        atomic_fetch_sub_explicit(&c->entries, 1, memory_order_relaxed);
-        cache_put(c, dead);
-        dead = next;
-    }
+    put_unlinked(c, dead, n);
     atomic_fetch_add_explicit(&c->pruned, n, memory_order_relaxed);
     return n;
 }

@@ -116,7 +116,7 @@ static const char *const etag_suffix[HTTP_CODING_COUNT] = {
     [HTTP_CODING_IDENTITY] = "", [HTTP_CODING_GZIP] = "-gz", [HTTP_CODING_DEFLATE] = "-df",
     [HTTP_CODING_BR] = "-br",    [HTTP_CODING_ZSTD] = "-zs",
 };
-static const char *const sibling_ext[HTTP_CODING_COUNT] = {
+const char *const files_sibling_ext[HTTP_CODING_COUNT] = {
     [HTTP_CODING_GZIP] = ".gz",
     [HTTP_CODING_BR] = ".br",
     [HTTP_CODING_ZSTD] = ".zst",
@@ -312,9 +312,9 @@ static void small_variants(struct fentry *e, const char *key, size_t len,
             continue;
         size_t limit = orig->len - extra; /* a variant must beat the original */
 
-        if (f->precompressed && sibling_ext[c] && !e->listing) {
+        if (f->precompressed && files_sibling_ext[c] && !e->listing) {
             struct stat st;
-            int fd = open_sibling(f, key, len, sibling_ext[c], &st);
+            int fd = open_sibling(f, key, len, files_sibling_ext[c], &st);
             if (fd >= 0) {
                 struct ident sid = ident_of(&st);
                 const struct variant *old = same ? &stale->v[c] : NULL;
@@ -365,10 +365,10 @@ static void large_variants(struct fentry *e, const char *key, size_t len)
     if (!f->precompressed)
         return;
     for (int c = 1; c < HTTP_CODING_COUNT; c++) {
-        if (!sibling_ext[c] || !(f->codings & (1u << c)))
+        if (!files_sibling_ext[c] || !(f->codings & (1u << c)))
             continue;
         struct stat st;
-        int fd = open_sibling(f, key, len, sibling_ext[c], &st);
+        int fd = open_sibling(f, key, len, files_sibling_ext[c], &st);
         if (fd < 0)
             continue;
         if (!not_older(&st, &e->id) || (uint64_t)st.st_size >= (uint64_t)e->id.size) {

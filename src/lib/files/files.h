@@ -125,6 +125,9 @@ struct fentry {
 
 /* entry.c: creates and destroys entries for the cache (ctx: the struct files). */
 extern const struct cache_ops files_entry_ops;
+/* entry.c: the precompressed sibling's extension per coding (".gz"), or
+ * NULL; watch.c drops a file's entry when a sibling of it changes. */
+extern const char *const files_sibling_ext[HTTP_CODING_COUNT];
 
 /* serve.c: the handler; data is the struct files. */
 int files_serve(struct colibri_request *req, struct colibri_response *resp, void *data);

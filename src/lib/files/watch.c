@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "files/files.h"
 
 #define BUCKETS 1024
 
@@ -176,8 +177,6 @@ bool files_watch_ensure(struct files_watch *w, const char *key, size_t len)
 
 /* --- the thread ------------------------------------------------------------ */
 
-static const char *const sibling_ext[] = {".gz", ".br", ".zst"};
-
 /* What an event for name in the directory d concerns. Under mu. */
 static void on_name(struct files_watch *w, const struct wdir *d, const char *name, uint32_t mask)
 {
@@ -193,9 +192,10 @@ static void on_name(struct files_watch *w, const struct wdir *d, const char *nam
     key[kl] = '\0';
     cache_invalidate(w->cache, key, kl);
     cache_invalidate(w->cache, d->key, d->len); /* its index file or its listing */
-    for (size_t i = 0; i < sizeof(sibling_ext) / sizeof(sibling_ext[0]); i++) {
-        size_t el = strlen(sibling_ext[i]);
-        if (nl > el && !memcmp(name + nl - el, sibling_ext[i], el))
+    for (int c = 0; c < HTTP_CODING_COUNT; c++) {
+        const char *ext = files_sibling_ext[c];
+        size_t el = ext ? strlen(ext) : 0;
+        if (el && nl > el && !memcmp(name + nl - el, ext, el))
             cache_invalidate(w->cache, key, kl - el);
     }
     if (mask & IN_ISDIR) {
@@ -221,7 +221,8 @@ static void on_event(struct files_watch *w, const struct inotify_event *ev)
     if (!d)
         return;
     if (ev->len && ev->name[0]) {
-        /* several keys may share the wd: copy them first */
+        /* several keys may share the wd, and on_name() may drop them all:
+         * count them, then find each again by its rank */
         size_t n = 0;
         for (struct wdir *e = d; e; e = e->wnext)
             n += e->wd == ev->wd;

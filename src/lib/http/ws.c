@@ -149,11 +149,12 @@ int colibri_ws_upgrade(struct colibri_request *req, struct colibri_response *res
     ws->ctx = req->ctx;
     ws->max_message = opt && opt->max_message ? opt->max_message : MAX_MESSAGE_DEFAULT;
     ws->wait_fd = fcntl(req->ctx->fd, F_DUPFD_CLOEXEC, 0);
-    if (colibri_defer(req, ws_free, ws) < 0 || ws->wait_fd < 0) {
-        if (ws->wait_fd < 0)
-            ws_free(ws);
+    if (ws->wait_fd < 0) {
+        ws_free(ws);
         return 500;
     }
+    if (colibri_defer(req, ws_free, ws) < 0)
+        return 500; /* it ran already */
     /* permessage-deflate, when asked for and offered acceptably */
     char ext[WS_DEFLATE_RESPONSE_MAX];
     struct ws_deflate z;
