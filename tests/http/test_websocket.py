@@ -431,3 +431,24 @@ def test_server_close_gives_up_after_a_second(bye_server):
     assert op == CLOSE
     w.wait_eof(timeout=3)  # no close from us: the server stops waiting
     assert 0.8 < time.monotonic() - t0 < 2.5
+
+
+def test_access_log_shows_the_upgrade_request(make_server, tmp_path):
+    """Frames are read into the buffer the request head was parsed in: the
+    head is moved out first, so the access log line (written when the
+    handler returns) is the request's, not frame bytes."""
+    log = tmp_path / "access.log"
+    s = make_server(site=SITE, threads="1", access_log=str(log))
+    w = connect(s, headers={"User-Agent": "ua-test"})
+    for i in range(3):
+        data = bytes([i]) * 300
+        w.send_message(BINARY, data)
+        assert w.recv_message() == (BINARY, data)
+    w.close()
+    deadline = time.monotonic() + 5
+    lines = []
+    while time.monotonic() < deadline and not lines:
+        lines = [l for l in (log.read_text().splitlines() if log.exists() else []) if " 101 " in l]
+        time.sleep(0.05)
+    assert len(lines) == 1, lines
+    assert '"GET /ws HTTP/1.1" 101 ' in lines[0] and lines[0].endswith('"ua-test"'), lines[0]

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "http/chars.h"
+#include "http/fields.h"
 
 enum {
     MP_S_PREAMBLE = 0, /* discarding until the first delimiter */
@@ -96,14 +97,12 @@ static int next_param(const char **pp, const char *end, struct view *name, char 
 int mp_boundary(struct view ctype, char out[MP_BOUNDARY_MAX + 1], size_t *len)
 {
     static const char mt[] = "multipart/form-data";
+    if (!http_media_type_is(ctype, mt, sizeof(mt) - 1))
+        return -1;
     const char *p = ctype.p, *end = ctype.p + ctype.len;
-    while (p < end && is_ows(*p))
+    while (is_ows(*p)) /* to the parameters, after what was just checked */
         p++;
-    if ((size_t)(end - p) < sizeof(mt) - 1 || !case_eq(p, mt, sizeof(mt) - 1))
-        return -1;
     p += sizeof(mt) - 1;
-    if (p < end && *p != ';' && !is_ows(*p))
-        return -1;
     bool found = false;
     struct view name;
     char val[MP_BOUNDARY_MAX + 1];

@@ -166,6 +166,11 @@ int colibri_ws_upgrade(struct colibri_request *req, struct colibri_response *res
         *ws->z = z;
         ws->rx.deflate = true;
     }
+    /* frames are read into the input buffer, under the head's views: the
+     * head moves to the arena first (headers and the access log line stay
+     * readable) */
+    if (http_pin_head(req) < 0)
+        return 500;
     write_101(ws, accept, deflate ? ext : NULL);
     /* the connection is the handler's now: no HTTP answer follows, and
      * none after it (a timeout while a frame is half read gets no 408) */
