@@ -8,28 +8,12 @@
 #include "http/request.h"
 #include "rt/worker.h"
 
-/* The PROXY header's source as the runtime records peers. */
-static struct conn_peer peer_of(const struct sockaddr_storage *ss)
-{
-    struct conn_peer p = {0};
-    if (ss->ss_family == AF_INET) {
-        const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
-        p = (struct conn_peer){.family = AF_INET, .port = a->sin_port};
-        memcpy(p.addr, &a->sin_addr, 4);
-    } else if (ss->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
-        p = (struct conn_peer){.family = AF_INET6, .port = a->sin6_port};
-        memcpy(p.addr, &a->sin6_addr, 16);
-    }
-    return p;
-}
-
 bool http_proxy_step(struct conn_ctx *ctx)
 {
     struct http_worker *hw = conn_worker_state(ctx);
     const struct http_config *cfg = hw->cfg;
-    if (!cfg->proxy_protocol || ctx->listener >= cfg->n_proxy_protocol ||
-        !cfg->proxy_protocol[ctx->listener])
+    if (!cfg->proxy_protocol || conn_listener(ctx) >= cfg->n_proxy_protocol ||
+        !cfg->proxy_protocol[conn_listener(ctx)])
         return true;
     if (!ctx->fresh)
         return true; /* the header came on the first run, or it closed */
@@ -41,7 +25,7 @@ bool http_proxy_step(struct conn_ctx *ctx)
         if (r == PROXY_DONE) {
             /* LOCAL, UNKNOWN: the connection's own address stays */
             if (!ph.local) {
-                struct conn_peer peer = peer_of(&ph.src);
+                struct conn_peer peer = conn_peer_from(&ph.src);
                 if (peer.family)
                     conn_set_peer(ctx, &peer);
             }

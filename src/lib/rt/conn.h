@@ -106,11 +106,9 @@ struct conn_ctx {
     bool new_deadline;   /* the next wait for input gets a fresh request timeout */
     uint8_t waiting;     /* enum conn_wait while suspended */
     uint8_t verdict;     /* enum conn_verdict, once run() returned */
-    /* for the protocol, which may tell listeners apart (the runtime gives
-     * them no meaning): the index, in the worker's listen_fds, of the
-     * listener that accepted the connection, and whether this run() is the
-     * connection's first (nothing was read from it before) */
-    uint16_t listener;
+    /* for the protocol: whether this run() is the connection's first
+     * (nothing was read from it before); the listener that accepted it is
+     * conn_listener() */
     bool fresh;
     char *in; /* request bytes: [in_pos, in_len) not consumed yet */
     size_t in_pos, in_len, in_cap;

@@ -214,7 +214,6 @@ static void conn_start(struct worker *w, int fd, bool fresh)
     ctx->new_deadline = false;
     ctx->waiting = 0;
     ctx->verdict = CONN_KEEP;
-    ctx->listener = c->listener;
     ctx->fresh = fresh;
     coro_reset(ctx->coro, conn_coro_main, ctx);
     c->ctx = ctx;

@@ -205,6 +205,12 @@ static inline void conn_want_tick(const struct conn_ctx *ctx)
         w->tick_time = w->wall_time;
     }
 }
+/* The index of the listener that accepted the connection (the runtime
+ * gives it no meaning; a protocol may tell listeners apart by it). */
+static inline unsigned conn_listener(const struct conn_ctx *ctx)
+{
+    return ctx->worker->conns[ctx->fd].listener;
+}
 /* The peer of the connection (family 0 when unknown). */
 static inline const struct conn_peer *conn_peer_of(const struct conn_ctx *ctx)
 {
