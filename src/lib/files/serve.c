@@ -52,17 +52,9 @@ static int status_for(int err)
 static int redirect(struct colibri_request *req, struct colibri_response *resp)
 {
     struct colibri_str path = colibri_req_path(req), q = colibri_req_query_string(req);
-    char *loc = malloc(path.len * 3 + q.len + 3);
+    char *loc = http_location("", 0, path.p, path.len, true, q.p, q.len);
     if (!loc)
         return 500;
-    char *o = loc + http_path_escape(loc, path.p, path.len);
-    *o++ = '/';
-    if (q.len) {
-        *o++ = '?';
-        memcpy(o, q.p, q.len);
-        o += q.len;
-    }
-    *o = '\0';
     int r = colibri_resp_header(resp, "Location", loc);
     free(loc);
     return r < 0 ? 400 : 301;

@@ -1,6 +1,7 @@
 #include "http/uri.h"
 
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 static bool path_byte_ok(unsigned char c)
@@ -24,4 +25,25 @@ size_t http_path_escape(char *out, const char *p, size_t len)
         }
     }
     return (size_t)(o - out);
+}
+
+char *http_location(const char *base, size_t base_len, const char *path, size_t path_len,
+                    bool slash, const char *query, size_t query_len)
+{
+    char *loc = malloc(base_len + 3 * path_len + 1 + 1 + query_len + 1);
+    if (!loc)
+        return NULL;
+    char *o = loc;
+    memcpy(o, base, base_len);
+    o += base_len;
+    o += http_path_escape(o, path, path_len);
+    if (slash)
+        *o++ = '/';
+    if (query_len) {
+        *o++ = '?';
+        memcpy(o, query, query_len);
+        o += query_len;
+    }
+    *o = '\0';
+    return loc;
 }

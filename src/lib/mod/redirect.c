@@ -32,19 +32,9 @@ static int answer(struct colibri_request *req, struct colibri_response *resp, vo
     size_t rest_len = path.len > rd->prefix_len ? path.len - rd->prefix_len : 0;
     if (rest_len && rest[0] == '/' && rd->to_len && rd->to[rd->to_len - 1] == '/')
         rest++, rest_len--; /* "/new/" + "/a": one slash between */
-    char *loc = malloc(rd->to_len + 3 * rest_len + 1 + q.len + 1);
+    char *loc = http_location(rd->to, rd->to_len, rest, rest_len, false, q.p, q.len);
     if (!loc)
         return 503;
-    char *o = loc;
-    memcpy(o, rd->to, rd->to_len);
-    o += rd->to_len;
-    o += http_path_escape(o, rest, rest_len);
-    if (q.len) {
-        *o++ = '?';
-        memcpy(o, q.p, q.len);
-        o += q.len;
-    }
-    *o = '\0';
     int r = colibri_resp_header(resp, "Location", loc);
     free(loc);
     return r < 0 ? 500 : rd->code;
