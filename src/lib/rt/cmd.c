@@ -9,9 +9,6 @@
 #include "base/log.h"
 #include "rt/worker.h"
 
-/* How often a pending worker_quiesce() looks for its contexts. */
-#define QUIESCE_POLL_MS 5
-
 static void free_cmds(struct worker_cmd *c, bool drop)
 {
     while (c) {
@@ -62,7 +59,6 @@ int worker_post(struct worker *w, void (*fn)(struct worker *w, void *arg), void 
 /* The grace period ended: what waited for it runs, in the order asked. */
 static void quiesce_done(struct worker *w)
 {
-    timer_del(&w->timers, &w->quiesce_timer);
     struct worker_cmd *c = w->quiesced;
     w->quiesced = NULL;
     while (c) {
@@ -73,20 +69,11 @@ static void quiesce_done(struct worker *w)
     }
 }
 
-/* A held context that is back in the pool (fd -1) finished the run it was
- * in; one taken again since stays held, which only makes the wait longer. */
-void quiesce_poll(struct worker *w, uint64_t now)
+void quiesce_release(struct worker *w, struct conn_ctx *ctx)
 {
-    for (struct conn_ctx *c = w->all_ctx; c && w->n_held; c = c->all_next)
-        if (c->held && c->fd < 0) {
-            c->held = false;
-            w->n_held--;
-        }
-    timer_del(&w->timers, &w->quiesce_timer);
-    if (!w->n_held)
+    ctx->held = false;
+    if (--w->n_held == 0)
         quiesce_done(w);
-    else if (timer_add(&w->timers, &w->quiesce_timer, now + QUIESCE_POLL_MS) < 0)
-        LOG_LIMITED(LOG_ERROR, "worker %u: out of memory for a timer", w->idx);
 }
 
 int worker_quiesce(struct worker *w, void (*fn)(struct worker *w, void *arg), void *arg)
@@ -109,9 +96,6 @@ int worker_quiesce(struct worker *w, void (*fn)(struct worker *w, void *arg), vo
     while (*tail)
         tail = &(*tail)->next;
     *tail = c;
-    if (!timer_armed(&w->quiesce_timer) &&
-        timer_add(&w->timers, &w->quiesce_timer, worker_now_ms() + QUIESCE_POLL_MS) < 0)
-        return -ENOMEM;
     return 0;
 }
 
@@ -155,7 +139,6 @@ void worker_remove_listener(struct worker *w, unsigned idx)
 
 void quiesce_drop(struct worker *w)
 {
-    timer_del(&w->timers, &w->quiesce_timer);
     free_cmds(w->quiesced, false);
     w->quiesced = NULL;
 }

@@ -49,7 +49,7 @@ static void ctx_destroy(struct conn_ctx *ctx)
     if (ctx->all_next)
         ctx->all_next->all_prev = ctx->all_prev;
     if (ctx->held)
-        w->n_held--;
+        quiesce_release(w, ctx);
     if (proto->destroy)
         proto->destroy(ctx);
     coro_free(ctx->coro);
@@ -96,6 +96,8 @@ static struct conn_ctx *ctx_get(struct worker *w)
 
 static void ctx_put(struct worker *w, struct conn_ctx *ctx)
 {
+    if (unlikely(ctx->held)) /* its run ended: a grace period may end with it */
+        quiesce_release(w, ctx);
     if (w->n_free_ctx >= w->cfg->max_free_ctx) {
         ctx_destroy(ctx);
         return;
@@ -557,11 +559,6 @@ static __attribute__((noinline)) int run_timers(struct worker *w)
 {
     uint64_t now = worker_now_ms();
     struct timer *t;
-    /* a pending worker_quiesce(), when its poll is due (not at every
-     * turn: the poll walks every context); re-armed later than now, so
-     * the loop below never meets it */
-    if (timer_armed(&w->quiesce_timer) && w->quiesce_timer.deadline <= now)
-        quiesce_poll(w, now);
     for (uint32_t budget = w->timers.n;
          budget && (t = timer_first(&w->timers)) && t->deadline <= now; budget--) {
         struct conn_ctx *ctx = timer_ctx(t);
@@ -707,7 +704,6 @@ int worker_init(struct worker *w, const struct worker_cfg *cfg, unsigned idx, st
     };
     pthread_mutex_init(&w->cmd_lock, NULL);
     w->cmds_tail = &w->cmds;
-    timer_init(&w->quiesce_timer);
     tq_init(&w->idle_q, conns, CONN_IN_IDLE_Q, cfg->keep_alive_s);
     tq_init(&w->req_q, conns, CONN_IN_REQ_Q, cfg->request_timeout_s);
     w->epfd = epoll_create1(EPOLL_CLOEXEC);

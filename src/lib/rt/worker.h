@@ -91,7 +91,6 @@ struct worker {
     struct conn_ctx *all_ctx;
     uint32_t n_held;
     struct worker_cmd *quiesced;
-    struct timer quiesce_timer; /* armed while n_held: polls every few ms */
 };
 
 /* Set-up before the thread starts; listen_fds are taken over. 0 or -errno.
@@ -113,9 +112,10 @@ int worker_post(struct worker *w, void (*fn)(struct worker *w, void *arg), void 
 /* On the worker's thread (inside a posted command): runs fn(w, arg) once
  * every connection run in progress now (a coroutine suspended in a wait)
  * has ended; at once when there is none. Connections started later do not
- * delay it: a grace period, as RCU calls it. Costs nothing per request: a
- * pending call is polled every few milliseconds from the timer path. fn
- * is dropped unrun if the worker stops first. 0 or -ENOMEM. */
+ * delay it: a grace period, as RCU calls it. The context of each run in
+ * progress is marked; the last marked one to come back to the pool ends
+ * the grace period (a test of that mark per request). fn is dropped unrun
+ * if the worker stops first. 0 or -ENOMEM. */
 int worker_quiesce(struct worker *w, void (*fn)(struct worker *w, void *arg), void *arg);
 /* On the worker's thread: starts accepting on fd, a listening socket that
  * connections then report as listener index idx (shared: dups of one
@@ -169,11 +169,12 @@ void acceptor_destroy(struct acceptor *a);
  * timer is disarmed, the foreign fd leaves epoll. */
 void wait_cleanup(struct worker *w, struct conn_ctx *ctx);
 
-/* cmd.c: the commands posted, run on the worker's wake-up; a pending
- * worker_quiesce() polled from run_timers() (its timer is in the heap),
- * dropped when the stop begins; everything freed at worker_destroy(). */
+/* cmd.c: the commands posted, run on the worker's wake-up; a held
+ * context's run ended (ctx_put, ctx_destroy), which ends the grace period
+ * with the last one; a pending worker_quiesce() dropped when the stop
+ * begins; everything freed at worker_destroy(). */
 void run_cmds(struct worker *w);
-void quiesce_poll(struct worker *w, uint64_t now);
+void quiesce_release(struct worker *w, struct conn_ctx *ctx);
 void quiesce_drop(struct worker *w);
 void cmds_destroy(struct worker *w);
 
