@@ -128,3 +128,13 @@ def test_check_does_not_listen(tmp_path):
         assert p.returncode == 0, p.stderr
     finally:
         s.close()
+
+
+def test_a_bad_log_file_leaves_the_other_log_keys_known(tmp_path):
+    conf = tmp_path / "l.conf"
+    conf.write_text("access_log = %s\nerror_log = stderr\nerror_log_level = info\npid_file = %s\n"
+                    % (tmp_path / "no" / "such" / "a.log", tmp_path / "x.pid"))
+    p = run(["--check-config", "-c", str(conf)], tmp_path)
+    assert p.returncode == 1
+    assert p.stderr.splitlines() == ["%s:1: access_log: cannot open '%s': No such file or directory"
+                                     % (conf, tmp_path / "no" / "such" / "a.log")], p.stderr

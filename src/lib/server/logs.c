@@ -62,26 +62,29 @@ static int take_file(const struct config_node *n, char **path, int *fd, char *er
 
 int logs_load(struct server_logs *l, struct config_node *root, char *err, size_t errlen)
 {
-    struct config_node *n;
+    /* every key taken first: one that fails must not leave the others
+     * behind to be called unknown */
+    struct config_node *access = config_take(root, "access_log"),
+                       *error = config_take(root, "error_log"),
+                       *level = config_take(root, "error_log_level"),
+                       *pid = config_take(root, "pid_file");
     int r;
-    if ((n = config_take(root, "access_log")) &&
-        (r = take_file(n, &l->access_path, &l->access_fd, err, errlen)))
+    if (access && (r = take_file(access, &l->access_path, &l->access_fd, err, errlen)))
         return r;
-    if ((n = config_take(root, "error_log")) &&
-        (r = take_file(n, &l->error_path, &l->error_fd, err, errlen)))
+    if (error && (r = take_file(error, &l->error_path, &l->error_fd, err, errlen)))
         return r;
-    if ((n = config_take(root, "error_log_level")) && log_level_parse(n->value, &l->level) < 0)
-        return config_error(n, err, errlen, "expected error, warn, info or debug, not '%s'",
-                            n->value);
-    if ((n = config_take(root, "pid_file"))) {
-        if (n->is_section || !n->value[0])
-            return config_error(n, err, errlen, "expected a file");
-        char *p = strdup(n->value);
+    if (level && log_level_parse(level->value, &l->level) < 0)
+        return config_error(level, err, errlen, "expected error, warn, info or debug, not '%s'",
+                            level->value);
+    if (pid) {
+        if (pid->is_section || !pid->value[0])
+            return config_error(pid, err, errlen, "expected a file");
+        char *p = strdup(pid->value);
         if (!p)
-            return config_error(n, err, errlen, "out of memory");
+            return config_error(pid, err, errlen, "out of memory");
         free(l->pid_path);
         l->pid_path = p;
-        config_where(n, l->pid_where, sizeof(l->pid_where));
+        config_where(pid, l->pid_where, sizeof(l->pid_where));
     }
     return 0;
 }
