@@ -69,6 +69,16 @@ def test_handshake_tokens_case_insensitive(ws_server):
     w.close()
 
 
+def test_upgrade_token_in_a_second_connection_field(ws_server):
+    """Connection is a list that may come in several fields (RFC 9110 5.3)."""
+    hdrs = [h for h in GOOD if h[0] != "Connection"]
+    hdrs += [("Connection", "keep-alive"), ("Connection", "Upgrade")]
+    with ws_server.conn() as c:
+        c.send(request("GET", "/ws", headers=hdrs))
+        head = c.read_until(b"\r\n\r\n", time.monotonic() + 5)
+    assert head.startswith(b"HTTP/1.1 101 "), head
+
+
 def test_plain_get_is_426(ws_server):
     r = plain(ws_server, [])
     assert r.status == 426

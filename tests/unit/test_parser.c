@@ -350,7 +350,11 @@ TEST(connection_and_expect)
     check_valid("GET / HTTP/1.1\r\nHost: a\r\nConnection: Keep-Alive\r\n\r\n", &h);
     CHECK_EQ_INT(h.flags, HTTP_F_CONN_KEEP_ALIVE);
     check_valid("GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade, , CLOSE\r\n\r\n", &h);
-    CHECK_EQ_INT(h.flags, HTTP_F_CONN_CLOSE);
+    CHECK_EQ_INT(h.flags, HTTP_F_CONN_CLOSE | HTTP_F_CONN_UPGRADE);
+    check_valid("GET / HTTP/1.1\r\nHost: a\r\nConnection: x\r\nConnection: Upgrade\r\n\r\n", &h);
+    CHECK_EQ_INT(h.flags, HTTP_F_CONN_UPGRADE);
+    check_valid("GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrades\r\n\r\n", &h);
+    CHECK_EQ_INT(h.flags, 0);
     check_valid("GET / HTTP/1.1\r\nHost: a\r\nConnection: closed, keep-alives\r\n\r\n", &h);
     CHECK_EQ_INT(h.flags, 0);
     check_valid("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\nConnection: keep-alive\r\n\r\n",

@@ -191,6 +191,8 @@ static int connection(const char *v, size_t n, uint16_t *flags)
             *flags |= HTTP_F_CONN_CLOSE;
         else if (e.len == 10 && case_eq(e.p, "keep-alive", 10))
             *flags |= HTTP_F_CONN_KEEP_ALIVE;
+        else if (e.len == 7 && case_eq(e.p, "upgrade", 7))
+            *flags |= HTTP_F_CONN_UPGRADE;
     }
     return 0;
 }

@@ -41,6 +41,7 @@ enum http_head_flags {
     HTTP_F_ASTERISK = 1u << 4,        /* request-target "*" (OPTIONS only) */
     HTTP_F_ABSOLUTE = 1u << 5,        /* absolute-form target */
     HTTP_F_HAS_QUERY = 1u << 6,       /* the target had a '?' (query may be empty) */
+    HTTP_F_CONN_UPGRADE = 1u << 7,    /* Connection: upgrade (in any Connection field) */
 };
 
 struct http_limits {

@@ -119,9 +119,9 @@ int colibri_ws_upgrade(struct colibri_request *req, struct colibri_response *res
         colibri_resp_header(resp, "Sec-WebSocket-Version", "13");
         return 426;
     }
+    /* the parser read every Connection field already */
     if (colibri_req_method(req) != COLIBRI_GET || colibri_req_http_minor(req) < 1 ||
-        colibri_req_has_body(req) || !colibri_req_header(req, "Connection", &v) ||
-        !has_token(v, "upgrade"))
+        colibri_req_has_body(req) || !(req->head->flags & HTTP_F_CONN_UPGRADE))
         return 400;
     if (!colibri_req_header(req, "Sec-WebSocket-Version", &v) || v.len != 2 ||
         memcmp(v.p, "13", 2)) {
