@@ -12,6 +12,8 @@ CMAKE_ARGS ?=
 PREFIX     ?= /usr/local
 DESTDIR    ?=
 LDCONFIG   ?= $(firstword $(wildcard /sbin/ldconfig /usr/sbin/ldconfig) ldconfig)
+# samples/NAME/, each run with `make run-NAME`
+SAMPLES     = $(notdir $(patsubst %/CMakeLists.txt,%,$(wildcard samples/*/CMakeLists.txt)))
 
 .PHONY: all build asan run test unit blackbox spec format format-check bench fuzz coro-variants \
         deps test-deps clean install uninstall
@@ -69,10 +71,20 @@ endef
 run: build
 	./$(BUILD)/colibri -c $(CONF)
 
+# make run-NAME [ARGS="..."]: builds and runs the sample samples/NAME
+# (build/samples/NAME/NAME; each listens on 127.0.0.1:8080 unless ARGS say
+# otherwise: README, "Samples").
+.PHONY: $(addprefix run-,$(SAMPLES))
+$(addprefix run-,$(SAMPLES)): run-%: build
+	./$(BUILD)/samples/$*/$* $(ARGS)
+
 test-deps: deps
 	@scripts/deps.sh test
-	@test -x $(VENV)/bin/pytest || (python3 -m venv $(VENV) && \
-	    $(VENV)/bin/pip install -q -r tests/requirements.txt)
+	@test -x $(VENV)/bin/python || python3 -m venv $(VENV)
+	@# again whenever tests/requirements.txt changed, so an old .venv gets new pins
+	@cmp -s tests/requirements.txt $(VENV)/requirements.txt || { \
+	    $(VENV)/bin/pip install -q -r tests/requirements.txt && \
+	    cp tests/requirements.txt $(VENV)/requirements.txt; }
 
 unit: build asan
 	cd $(BUILD) && ctest --output-on-failure

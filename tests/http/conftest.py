@@ -98,6 +98,8 @@ def default_site(root):
 
 
 class Server:
+    name = "colibri"  # for messages
+
     def __init__(self, base, name, overrides, site, args, host):
         self.base = base
         self.host = host
@@ -146,8 +148,8 @@ class Server:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 pytest.fail(
-                    "colibri exited with %s at start-up; stderr:\n%s"
-                    % (self.proc.returncode, self.stderr())
+                    "%s exited with %s at start-up; stderr:\n%s"
+                    % (self.name, self.proc.returncode, self.stderr())
                 )
             try:
                 socket.create_connection((self.host, self.port), timeout=0.5).close()
@@ -155,7 +157,7 @@ class Server:
             except OSError:
                 time.sleep(0.02)
         self.proc.kill()
-        pytest.fail("colibri did not accept connections within %.0f s; stderr:\n%s" % (START_TIMEOUT, self.stderr()))
+        pytest.fail("%s did not accept connections within %.0f s; stderr:\n%s" % (self.name, START_TIMEOUT, self.stderr()))
 
     @property
     def url(self):
@@ -216,21 +218,27 @@ def make_server(tmp_path):
         return s
 
     yield make
+    stop_all(servers)
 
+
+def stop_all(servers):
+    """Teardown of a fixture's servers (Server or a subclass): SIGTERM to each
+    still running, which must exit 0 within STOP_TIMEOUT; none may have died
+    on its own with another status or left a sanitizer report."""
     problems = []
     for s in servers:
         was_running = s.proc.poll() is None
         rc = s.stop()
         if was_running and rc != 0:
             problems.append(
-                "SIGTERM: colibri exited with %r (None = not within %.0f s), want 0; stderr:\n%s"
-                % (rc, STOP_TIMEOUT, s.stderr()[-3000:])
+                "SIGTERM: %s exited with %r (None = not within %.0f s), want 0; stderr:\n%s"
+                % (s.name, rc, STOP_TIMEOUT, s.stderr()[-3000:])
             )
         elif not was_running and s.proc.returncode not in (0,) and s.returncode is None:
-            problems.append("colibri died during the test with %r; stderr:\n%s" % (s.proc.returncode, s.stderr()[-3000:]))
+            problems.append("%s died during the test with %r; stderr:\n%s" % (s.name, s.proc.returncode, s.stderr()[-3000:]))
         rep = s.sanitizer_report()
         if rep:
-            problems.append("sanitizer report in colibri stderr:\n" + rep)
+            problems.append("sanitizer report in %s stderr:\n" % s.name + rep)
         s.close_files()
     if problems:
         pytest.fail("\n\n".join(problems), pytrace=False)
