@@ -59,7 +59,7 @@ static struct colibri_server *load_next(struct colibri_server *srv, char *err, s
     /* the built-in ones are there already (-EEXIST) */
     for (unsigned i = 0; !r && i < srv->n_handlers; i++)
         if (!srv->handler_lib[i] &&
-            (r = colibri_server_register(next, &srv->handlers[i])) == -EEXIST)
+            (r = colibri_server_register(next, srv->handlers[i])) == -EEXIST)
             r = 0;
     for (unsigned i = 0; !r && i < srv->n_modules; i++)
         if (!srv->module_lib[i] &&

@@ -114,6 +114,8 @@ void colibri_server_free(struct colibri_server *srv)
         srv->gen = NULL;
     }
     server_release_routes(srv);
+    for (unsigned i = 0; i < srv->n_handlers; i++)
+        free(srv->handlers[i]);
     free(srv->handlers);
     free(srv->handler_lib);
     free(srv->modules);
@@ -139,7 +141,9 @@ int colibri_server_register(struct colibri_server *srv, const struct colibri_han
         return -EINVAL;
     if (server_find_handler(srv, h->name))
         return -EEXIST;
-    struct colibri_handler *n = realloc(srv->handlers, (srv->n_handlers + 1) * sizeof(*n));
+    /* a copy of its own, which never moves: a program may register a
+     * handler after routing others, and those routes point to theirs */
+    struct colibri_handler **n = realloc(srv->handlers, (srv->n_handlers + 1) * sizeof(*n));
     if (!n)
         return -ENOMEM;
     srv->handlers = n;
@@ -147,8 +151,9 @@ int colibri_server_register(struct colibri_server *srv, const struct colibri_han
     if (!lib)
         return -ENOMEM;
     srv->handler_lib = lib;
-    lib[srv->n_handlers] = srv->in_lib_init;
-    srv->handlers[srv->n_handlers++] = *h;
+    if (!(n[srv->n_handlers] = memdup(h, sizeof(*h))))
+        return -ENOMEM;
+    lib[srv->n_handlers++] = srv->in_lib_init;
     return 0;
 }
 
@@ -156,8 +161,8 @@ const struct colibri_handler *server_find_handler(const struct colibri_server *s
                                                   const char *name)
 {
     for (unsigned i = 0; i < srv->n_handlers; i++)
-        if (!strcmp(srv->handlers[i].name, name))
-            return &srv->handlers[i];
+        if (!strcmp(srv->handlers[i]->name, name))
+            return srv->handlers[i];
     return NULL;
 }
 

@@ -57,8 +57,8 @@ struct colibri_server {
     unsigned n_vhosts;
     struct trie *loading; /* the named site being loaded: add_route's target (NULL: default) */
     bool has_default;     /* a "site { }", or a route added to the default site */
-    struct colibri_handler *handlers;
-    bool *handler_lib; /* by handler: registered by a "module FILE" library */
+    struct colibri_handler **handlers; /* each its own allocation: routes point to them */
+    bool *handler_lib;                 /* by handler: registered by a "module FILE" library */
     unsigned n_handlers;
     struct colibri_module *modules;
     bool *module_lib;
