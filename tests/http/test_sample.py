@@ -1,5 +1,6 @@
 """samples/hello builds against the installed library alone (headers,
-libcolibri and colibri.pc from `cmake --install`) and serves requests."""
+libcolibri and colibri.pc from `cmake --install`) and serves requests; and
+`make` builds every sample (the others have tests of their own)."""
 
 import os
 import re
@@ -12,6 +13,7 @@ import pytest
 import requests
 
 from conftest import REPO, colibri_bin, free_port
+from samples import make_sample, sample_bin  # noqa: F401 (the fixture)
 
 
 def build_dir():
@@ -62,3 +64,20 @@ def test_sample_builds_from_installed_library(tmp_path):
     finally:
         p.send_signal(signal.SIGINT)
         assert p.wait(10) == 0, p.stderr.read()
+
+
+def test_every_sample_is_built_with_the_server():
+    """`make` builds each samples/NAME that has a CMakeLists.txt (one
+    add_subdirectory line in samples/CMakeLists.txt each)."""
+    names = sorted(p.parent.name for p in (REPO / "samples").glob("*/CMakeLists.txt"))
+    assert {"hello", "clock", "techempower"} <= set(names)
+    listed = (REPO / "samples" / "CMakeLists.txt").read_text()
+    for name in names:
+        assert "add_subdirectory(%s)" % name in listed, name
+        assert os.access(sample_bin(name), os.X_OK), "not built: %s" % sample_bin(name)
+
+
+def test_hello_as_built_by_make(make_sample):
+    app = make_sample("hello")
+    r = requests.get(app.url + "/greet?who=make", timeout=5)
+    assert r.status_code == 200 and r.text == "Hello, make!\n"
