@@ -6,6 +6,7 @@ expire a handler that waits. The module handlers come from
 tests/http/modules/greet.c (nap, nap_defers, fd_wait, fd_poke)."""
 
 import gc
+import os
 import signal
 import time
 
@@ -119,11 +120,31 @@ def test_hello_and_file_fast_behind_a_waiting_stream(make_server, tmp_path):
         c.close()
 
 
+def queued_ns(*pids):
+    """Nanoseconds the threads of pids have spent runnable but waiting for a
+    core, in all (run_delay, /proc/PID/task/TID/schedstat)."""
+    total = 0
+    for pid in pids:
+        for tid in os.listdir("/proc/%d/task" % pid):
+            try:
+                with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                    total += int(f.read().split()[1])
+            except (FileNotFoundError, ProcessLookupError):
+                pass  # a thread that ended meanwhile
+    return total
+
+
 def test_1000_streams_on_one_thread_and_hello_within_50ms(wserver):
     """1,000 open event streams, each ticking once a second, all on one
     worker thread: /hello still answers within 50 ms, at worst of 20 tries
     (each on a new connection) spread over two seconds of ticks, and every
-    stream goes on ticking meanwhile."""
+    stream goes on ticking meanwhile.
+
+    On a shared machine a try can be spoiled by others' load: a try over
+    50 ms during which the kernel kept this test's or the server's threads
+    waiting for a core (run_delay) for at least the excess does not count,
+    and is made again (20 more at most). A server that is slow by itself
+    gains nothing from that: every try that counts took under 50 ms."""
     n, probes = 1000, 20
     assert raise_nofile(n + 200) >= n + 100, "cannot raise RLIMIT_NOFILE"
     conns = []
@@ -139,20 +160,27 @@ def test_1000_streams_on_one_thread_and_hello_within_50ms(wserver):
         for c in conns:
             c.read_until(b"\r\n\r\n", deadline)
             assert read_chunk(c, deadline)[1] == b"event: tick\ndata: 1\n\n"
-        took = []
+        took, spoiled = [], []
         gc.disable()  # no collector pause inside a measurement
         try:
-            for _ in range(probes):
+            while len(took) < probes:
+                q0 = queued_ns(os.getpid(), wserver.proc.pid)
                 r, dt = get_timed(wserver, "/hello")
+                queued = (queued_ns(os.getpid(), wserver.proc.pid) - q0) / 1e9
                 assert r.status == 200 and r.body == b"Hello, World!"
-                took.append(dt)
+                if dt >= 0.05 and queued >= dt - 0.05 and len(spoiled) < probes:
+                    spoiled.append((dt, queued))
+                else:
+                    took.append(dt)
                 time.sleep(0.1)
         finally:
             gc.enable()
         deadline = time.monotonic() + 10
         for c in conns:
             assert read_chunk(c, deadline)[1] == b"event: tick\ndata: 2\n\n"
-        assert max(took) < 0.05, "slowest /hello of %d: %s" % (probes, ["%.1f ms" % (t * 1000) for t in sorted(took)])
+        assert max(took) < 0.05, "/hello took %s; not counted (took, of which waiting for a core): %s" % (
+            ["%.1f ms" % (t * 1000) for t in sorted(took)],
+            ["%.1f ms, %.1f ms" % (t * 1000, q * 1000) for t, q in spoiled])
     finally:
         for c in conns:
             c.close()
