@@ -29,3 +29,13 @@ def test_clock_advances_in_the_browser(browser, make_sample):  # noqa: F811
         shown.append(page.wait_text("#clock", lambda t: HMS.match(t) and t != shown[-1], timeout=4))
     steps = [(seconds(b) - seconds(a)) % 86400 for a, b in zip(shown, shown[1:])]
     assert all(1 <= s <= 2 for s in steps), shown
+
+
+def test_a_missing_browser_is_named(monkeypatch):
+    """Without Chromium the browser tests fail (never skip), saying what to install."""
+    import browser as harness
+
+    assert harness.missing() is None  # here, as under make test, it is installed
+    monkeypatch.setattr(harness, "CHROMIUM", "/nonexistent/chromium")
+    why = harness.missing()
+    assert "/nonexistent/chromium" in why and "apt-get install chromium chromium-driver" in why
