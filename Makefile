@@ -69,6 +69,12 @@ endef
 run: build
 	./$(BUILD)/colibri -c $(CONF)
 
+# samples/chat: the WebSocket chat room on http://127.0.0.1:8080/ (CHAT_ADDR=ADDR:PORT)
+CHAT_ADDR ?= 127.0.0.1:8080
+.PHONY: run-chat
+run-chat: build
+	./$(BUILD)/samples/chat/chat $(CHAT_ADDR)
+
 test-deps: deps
 	@scripts/deps.sh test
 	@test -x $(VENV)/bin/pytest || (python3 -m venv $(VENV) && \
