@@ -443,17 +443,25 @@ unsigned colibri_ws_close_code(const struct colibri_ws *ws);
  * and waits for messages; any thread (a handler on any worker, or a thread
  * of the application) publishes.
  *
- *     static int feed(struct colibri_request *req, struct colibri_response *resp, void *data)
+ *     static int feed(struct colibri_request *req, struct colibri_response *resp, void *ch)
  *     {
  *         struct colibri_sub *sub;
  *         struct colibri_channel_msg m;
- *         if (colibri_channel_subscribe(req, data, &sub))
+ *         if (colibri_channel_subscribe(req, ch, &sub))
  *             return 500;
  *         colibri_resp_set_type(resp, "text/event-stream");
- *         while (colibri_sub_next(sub, &m, 15000) != -ECANCELED) // and not -ENOBUFS...
- *             ...colibri_resp_send_event(resp, NULL, m.p, m.len) or a keep-alive
- *         return 200;
+ *         for (;;) {
+ *             int r = colibri_sub_next(sub, &m, 15000);
+ *             if (r == -ETIMEDOUT)
+ *                 r = colibri_resp_send_comment(resp, "keep-alive");
+ *             else if (r == 0)
+ *                 r = colibri_resp_send_event(resp, NULL, m.p, m.len);
+ *             if (r < 0)
+ *                 return 200; // stopping, dropped, or the channel closed
+ *         }
  *     }
+ *
+ *     colibri_channel_publish(ch, "hello", 5); // from any thread
  *
  * A message is copied once when published and shared by every subscriber
  * (reference counted); each worker thread that has subscribers gets it

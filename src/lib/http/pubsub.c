@@ -134,7 +134,7 @@ static void unlink_sub(struct colibri_sub *sub)
     sub->q_cap = 0;
 }
 
-static void drop(struct colibri_sub *sub, const char *why)
+static void drop(struct colibri_sub *sub, bool full)
 {
     char addr[64];
     if (colibri_req_remote_addr(sub->req, addr, sizeof(addr)) < 0)
@@ -142,7 +142,11 @@ static void drop(struct colibri_sub *sub, const char *why)
     sub->error = -ENOBUFS;
     unlink_sub(sub);
     atomic_fetch_add_explicit(&sub->ch->dropped, 1, memory_order_relaxed);
-    LOG_LIMITED(LOG_WARN, "channel subscriber %s dropped: %s", addr, why);
+    if (full)
+        LOG_LIMITED(LOG_WARN, "channel subscriber %s dropped: %u messages behind", addr,
+                    sub->ch->queue_max);
+    else
+        LOG_LIMITED(LOG_WARN, "channel subscriber %s dropped: out of memory", addr);
     wake(sub);
 }
 
@@ -195,7 +199,7 @@ static void deliver(struct worker *w, void *arg)
             unlink_sub(sub);
             wake(sub);
         } else if (!push(sub, p->msg, max)) {
-            drop(sub, sub->q_cap >= max ? "its queue is full" : "out of memory");
+            drop(sub, sub->q_cap >= max);
         } else {
             wake(sub);
         }
