@@ -1,6 +1,6 @@
 /* samples/chat - a chat room on WebSockets, built on a colibri channel:
  *
- *     make run-chat            (or: build/samples/chat/chat [ADDR:PORT] [WWW])
+ *     make run-chat    (or: build/samples/chat/chat [-t THREADS] [ADDR:PORT] [WWW])
  *     open http://127.0.0.1:8080/
  *
  * Every message a client sends on /ws is published to the room's channel,
@@ -19,6 +19,8 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define MESSAGE_MAX  4096
 #define KEEPALIVE_MS 15000
@@ -107,6 +109,18 @@ int main(int argc, char **argv)
          .methods = COLIBRI_M(COLIBRI_POST),
          .needs = COLIBRI_NEED_BODY},
     };
+    unsigned threads = 0; /* one per CPU */
+    if (argc > 2 && !strcmp(argv[1], "-t")) {
+        char *end;
+        unsigned long t = strtoul(argv[2], &end, 10);
+        if (*end || !*argv[2] || t > 1024) {
+            fprintf(stderr, "chat: -t: a number of threads (0: one per CPU)\n");
+            return 2;
+        }
+        threads = (unsigned)t;
+        argc -= 2;
+        argv += 2;
+    }
     const char *addr = argc > 1 ? argv[1] : "127.0.0.1:8080";
     const char *www = argc > 2 ? argv[2] : CHAT_WWW;
     struct colibri_channel *room = colibri_channel_new(NULL);
@@ -119,6 +133,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "chat: %s\n", err);
         return 1;
     }
+    colibri_server_set_threads(server, threads);
     for (unsigned i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++)
         colibri_server_register(server, &handlers[i]);
     if (colibri_server_listen(server, addr, err, sizeof(err)) ||
