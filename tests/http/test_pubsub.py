@@ -304,8 +304,8 @@ def test_stop_wakes_every_waiting_subscriber_at_once(make_server, pubsub_so):
     wait_stats(server, 45)
     t0 = time.monotonic()
     server.send_signal(signal.SIGTERM)
-    assert server.wait(5) == 0
-    assert time.monotonic() - t0 < 3, "a 10 s shutdown_timeout must not be waited out"
+    assert server.wait(8) == 0
+    assert time.monotonic() - t0 < 5, "a 10 s shutdown_timeout must not be waited out"
     pump(subs, lambda: all(s.eof for s in subs), timeout=5)
     for s in subs:
         assert s.events[-1] == ("end", "125")  # ECANCELED
