@@ -485,9 +485,10 @@ struct colibri_channel_options {
 
 /* A new channel (opt may be NULL: the defaults), or NULL when out of memory. */
 struct colibri_channel *colibri_channel_new(const struct colibri_channel_options *opt);
-/* The channel's owner is done with it: publishing is over, and every
- * subscriber still there is woken with -EPIPE. The memory goes when the
- * last subscriber has ended. Any thread. */
+/* The channel's owner is done with it: publishing is over; every
+ * subscriber still there takes what was published before, then gets
+ * -EPIPE. The memory goes when the last subscriber has ended. Any
+ * thread. */
 void colibri_channel_free(struct colibri_channel *ch);
 /* Sends a copy of len bytes at p to every current subscriber. Any thread;
  * it never waits for a subscriber (it takes a lock for as long as it

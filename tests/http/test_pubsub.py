@@ -287,6 +287,19 @@ def test_websocket_waits_for_client_and_channel(make_server, pubsub_so):
         w.close()
 
 
+def test_sub_end_and_channel_free_end_the_subscription(make_server, pubsub_so):
+    server = ps_server(make_server, pubsub_so, threads="1")
+    (s,) = subscribe(server, 1, target="/ps/sse?max=2")
+    for i in range(3):
+        get(server, "/ps/pub", "POST", b"n%d" % i)
+    pump([s], lambda: s.events and s.events[-1][0] == "end")
+    # colibri_sub_end() after two: the third never comes, EPIPE instead
+    assert s.events == [("message", "n0"), ("message", "n1"), ("end", "32")]
+    wait_stats(server, 0)
+    # freed by its owner: what was published before still arrives, then EPIPE
+    assert get(server, "/ps/free") == "first=0:last then=-32"
+
+
 def test_wait_times_out_without_messages(make_server, pubsub_so):
     server = ps_server(make_server, pubsub_so, threads="1")
     (s,) = subscribe(server, 1, target="/ps/sse?keepalive=100")

@@ -111,8 +111,7 @@ static void wake(struct colibri_sub *sub)
         conn_wake(sub->req->ctx, CONN_WOKEN);
 }
 
-/* Out of the channel: no message reaches it any more; what it queued and
- * did not take is released. */
+/* Out of the channel: no message reaches it any more. */
 static void unlink_sub(struct colibri_sub *sub)
 {
     if (!sub->linked)
@@ -127,6 +126,11 @@ static void unlink_sub(struct colibri_sub *sub)
     pthread_mutex_lock(&sub->ch->lock);
     sub->slot->n--;
     pthread_mutex_unlock(&sub->ch->lock);
+}
+
+/* What it queued and did not take is released. */
+static void release_queue(struct colibri_sub *sub)
+{
     for (; sub->q_len; sub->q_len--, sub->q_head = (sub->q_head + 1) % sub->q_cap)
         msg_unref(sub->q[sub->q_head]);
     free(sub->q);
@@ -141,6 +145,7 @@ static void drop(struct colibri_sub *sub, bool full)
         strcpy(addr, "?");
     sub->error = -ENOBUFS;
     unlink_sub(sub);
+    release_queue(sub);
     atomic_fetch_add_explicit(&sub->ch->dropped, 1, memory_order_relaxed);
     if (full)
         LOG_LIMITED(LOG_WARN, "channel subscriber %s dropped: %u messages behind", addr,
@@ -194,7 +199,7 @@ static void deliver(struct worker *w, void *arg)
     unsigned max = p->ch->queue_max;
     for (struct colibri_sub *sub = p->slot->subs, *next; sub; sub = next) {
         next = sub->next; /* dropping unlinks sub, and only sub */
-        if (!p->msg) {
+        if (!p->msg) {    /* closed: what it queued is still taken first */
             sub->error = -EPIPE;
             unlink_sub(sub);
             wake(sub);
@@ -281,6 +286,7 @@ static void sub_free(void *arg)
 {
     struct colibri_sub *sub = arg;
     unlink_sub(sub);
+    release_queue(sub);
     msg_unref(sub->cur);
     ch_unref(sub->ch);
     free(sub);
@@ -326,6 +332,7 @@ void colibri_sub_end(struct colibri_sub *sub)
     if (!sub->error)
         sub->error = -EPIPE;
     unlink_sub(sub);
+    release_queue(sub);
 }
 
 int ps_wait_fd(struct colibri_sub *sub, int fd, unsigned events, int timeout_ms)

@@ -11,13 +11,17 @@
  *                   (data = the message); when colibri_sub_next() fails it
  *                   sends the event "end" with the error's number and
  *                   returns. ?keepalive=MS sends a comment "ka" after MS
- *                   without a message.
+ *                   without a message. ?max=N: colibri_sub_end() after N
+ *                   messages (then the end event says 32, EPIPE).
  *   PREFIX/pub      POST: publishes the body (from the worker), "ok"
  *   PREFIX/thread   ?n=N&size=S: a thread that is not a worker publishes
  *                   N messages "t1 xxx...", each padded to S bytes with x
  *                   (default 1 and 0); the handler waits (an eventfd) until
  *                   the thread is done, joins it, answers "published N"
  *   PREFIX/stats    "subscribers=S dropped=D"
+ *   PREFIX/free     a channel of its own, subscribed to; a thread publishes
+ *                   "last" to it and frees it: answers "first=R:MSG then=R2"
+ *                   (what the two colibri_sub_next() calls returned)
  *   PREFIX/ws       a WebSocket: every text the client sends is published;
  *                   every message on the channel is sent to the client;
  *                   a subscription error closes with 1008 and the error's
@@ -51,6 +55,7 @@ static int sse(struct colibri_request *req, struct colibri_response *resp, void 
     if (colibri_channel_subscribe(req, ch, &sub))
         return 500;
     int keepalive = (int)query_long(req, "keepalive", -1);
+    long max = query_long(req, "max", -1), got = 0;
     colibri_resp_set_type(resp, "text/event-stream");
     char hello[48];
     snprintf(hello, sizeof(hello), "subscribed %ld", (long)syscall(SYS_gettid));
@@ -69,6 +74,8 @@ static int sse(struct colibri_request *req, struct colibri_response *resp, void 
             return 200;
         }
         colibri_resp_send_event(resp, NULL, m.p, m.len);
+        if (++got == max)
+            colibri_sub_end(sub);
     }
 }
 
@@ -125,6 +132,45 @@ static int thread(struct colibri_request *req, struct colibri_response *resp, vo
     return 200;
 }
 
+static void *closer(void *arg)
+{
+    struct job *j = arg;
+    usleep(50000); /* the handler waits by then */
+    colibri_channel_publish(j->ch, "last", 4);
+    colibri_channel_free(j->ch);
+    uint64_t one = 1;
+    if (write(j->done_fd, &one, sizeof(one)) < 0)
+        abort();
+    return NULL;
+}
+
+static int free_(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    (void)data;
+    struct colibri_sub *sub;
+    struct job j = {.ch = colibri_channel_new(NULL)};
+    if (!j.ch || colibri_channel_subscribe(req, j.ch, &sub)) {
+        colibri_channel_free(j.ch);
+        return 500;
+    }
+    if ((j.done_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+        return 500;
+    pthread_t t;
+    if (pthread_create(&t, NULL, closer, &j)) {
+        close(j.done_fd);
+        return 500;
+    }
+    struct colibri_channel_msg m = {"-", 1};
+    int first = colibri_sub_next(sub, &m, 5000);
+    colibri_resp_printf(resp, "first=%d:%.*s", first, (int)m.len, m.p);
+    int then = colibri_sub_next(sub, &m, 5000);
+    colibri_resp_printf(resp, " then=%d", then);
+    colibri_wait_fd(req, j.done_fd, COLIBRI_WAIT_READ, -1);
+    pthread_join(t, NULL);
+    close(j.done_fd);
+    return 200;
+}
+
 static int stats(struct colibri_request *req, struct colibri_response *resp, void *data)
 {
     (void)req;
@@ -175,6 +221,7 @@ static int from_config(struct colibri_server *srv, struct colibri_conf *section,
         {.name = "pub", .fn = pub, .methods = COLIBRI_M(COLIBRI_POST), .needs = COLIBRI_NEED_BODY},
         {.name = "thread", .fn = thread},
         {.name = "ws", .fn = ws},
+        {.name = "free", .fn = free_},
     };
     struct colibri_channel_options opt = {0};
     struct colibri_conf *q = colibri_conf_take(section, "queue");
