@@ -523,6 +523,15 @@ struct colibri_channel_msg {
  * disconnects during the wait ends the handler as in colibri_sleep(). */
 int colibri_sub_next(struct colibri_sub *sub, struct colibri_channel_msg *msg, int timeout_ms);
 
+/* colibri_wait_fd() that also returns when sub has a message (or an
+ * error) for the handler: COLIBRI_WAIT_SUB among the ready events, at once
+ * when one is queued already; colibri_sub_next(sub, &m, 0) takes it. fd
+ * may be -1 (events 0): the subscription alone. Otherwise as
+ * colibri_wait_fd(): the ready events of fd, -ETIMEDOUT, -ECANCELED,
+ * -errno. */
+#define COLIBRI_WAIT_SUB 4u
+int colibri_sub_wait_fd(struct colibri_sub *sub, int fd, unsigned events, int timeout_ms);
+
 /* colibri_ws_read() that also returns when sub has a message (or an
  * error) for the handler: COLIBRI_WS_SUB, and then colibri_sub_next(sub,
  * &m, 0) takes it. Otherwise as colibri_ws_read(): 0 with *msg, a message

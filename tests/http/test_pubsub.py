@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from rawhttp import request
+from test_wait import open_stream, read_chunk
 from test_modules import build_greet
 from wsclient import CLOSE, TEXT, WS
 
@@ -298,6 +299,33 @@ def test_sub_end_and_channel_free_end_the_subscription(make_server, pubsub_so):
     wait_stats(server, 0)
     # freed by its owner: what was published before still arrives, then EPIPE
     assert get(server, "/ps/free") == "first=0:last then=-32"
+
+
+def either(server, query, act):
+    """GET /ps/either?QUERY; once it waits, act(); the answer's chunks."""
+    c, _ = open_stream(server, "/ps/either?" + query)
+    deadline = time.monotonic() + 10
+    assert read_chunk(c, deadline)[1] == b"waiting\n"
+    act()
+    out = b""
+    while True:
+        piece = read_chunk(c, deadline)[1]
+        if not piece:
+            c.close()
+            return out.decode()
+        out += piece
+
+
+def test_sub_wait_fd_returns_for_the_channel_or_the_fd(make_server, pubsub_so):
+    server = ps_server(make_server, pubsub_so, threads="1")
+    assert either(server, "", lambda: get(server, "/ps/pub", "POST", b"hey")) == "sub hey"
+    assert either(server, "", lambda: get(server, "/ps/poke")) == "fd"
+    assert either(server, "fd=0", lambda: get(server, "/ps/pub", "POST", b"alone")) == "sub alone"
+    t0 = time.monotonic()
+    assert either(server, "fd=0&ms=200", lambda: None) == "error -110"  # ETIMEDOUT
+    assert time.monotonic() - t0 >= 0.19
+    assert either(server, "ms=200", lambda: None) == "error -110"
+    wait_stats(server, 0)
 
 
 def test_wait_times_out_without_messages(make_server, pubsub_so):

@@ -345,6 +345,18 @@ int ps_wait_fd(struct colibri_sub *sub, int fd, unsigned events, int timeout_ms)
     return r;
 }
 
+int colibri_sub_wait_fd(struct colibri_sub *sub, int fd, unsigned events, int timeout_ms)
+{
+    _Static_assert(COLIBRI_WAIT_SUB == CONN_WOKEN, "the runtime's bit is the API's");
+    events &= COLIBRI_WAIT_READ | COLIBRI_WAIT_WRITE;
+    if (fd >= 0 ? !events : events)
+        return -EINVAL;
+    if (!sub->q_len && !sub->error)
+        conn_flush(sub->req->ctx);
+    int r = ps_wait_fd(sub, fd, events, timeout_ms < 0 ? -1 : timeout_ms);
+    return fd < 0 && r == 0 ? -ETIMEDOUT : r;
+}
+
 int colibri_sub_next(struct colibri_sub *sub, struct colibri_channel_msg *msg, int timeout_ms)
 {
     struct conn_ctx *ctx = sub->req->ctx;

@@ -19,6 +19,11 @@
  *                   (default 1 and 0); the handler waits (an eventfd) until
  *                   the thread is done, joins it, answers "published N"
  *   PREFIX/stats    "subscribers=S dropped=D"
+ *   PREFIX/either   subscribes, then waits with colibri_sub_wait_fd() for
+ *                   the channel or the module's eventfd (?fd=0: the channel
+ *                   alone) at most ?ms= (5000): answers "sub MSG", "fd" or
+ *                   "error N"
+ *   PREFIX/poke     writes 1 to that eventfd
  *   PREFIX/free     a channel of its own, subscribed to; a thread publishes
  *                   "last" to it and frees it: answers "first=R:MSG then=R2"
  *                   (what the two colibri_sub_next() calls returned)
@@ -171,6 +176,45 @@ static int free_(struct colibri_request *req, struct colibri_response *resp, voi
     return 200;
 }
 
+static int event_fd = -1;
+
+static int either(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    struct colibri_sub *sub;
+    if (colibri_channel_subscribe(req, data, &sub))
+        return 500;
+    bool fd = query_long(req, "fd", 1) != 0;
+    /* the head first: the client knows it is subscribed */
+    colibri_resp_send_chunk(resp, "waiting\n", 8);
+    int r = colibri_sub_wait_fd(sub, fd ? event_fd : -1, fd ? COLIBRI_WAIT_READ : 0,
+                                (int)query_long(req, "ms", 5000));
+    struct colibri_channel_msg m;
+    if (r == COLIBRI_WAIT_SUB && colibri_sub_next(sub, &m, 0) == 0) {
+        colibri_resp_send_chunk(resp, "sub ", 4);
+        colibri_resp_send_chunk(resp, m.p, m.len);
+    } else if (r == COLIBRI_WAIT_READ) {
+        uint64_t v;
+        if (read(event_fd, &v, sizeof(v)) < 0)
+            return 500;
+        colibri_resp_send_chunk(resp, "fd", 2);
+    } else {
+        char n[24];
+        colibri_resp_send_chunk(resp, n, (size_t)snprintf(n, sizeof(n), "error %d", r));
+    }
+    return 200;
+}
+
+static int poke(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    (void)req;
+    (void)data;
+    uint64_t one = 1;
+    if (write(event_fd, &one, sizeof(one)) < 0)
+        return 500;
+    colibri_resp_append(resp, "poked", 5);
+    return 200;
+}
+
 static int stats(struct colibri_request *req, struct colibri_response *resp, void *data)
 {
     (void)req;
@@ -222,7 +266,11 @@ static int from_config(struct colibri_server *srv, struct colibri_conf *section,
         {.name = "thread", .fn = thread},
         {.name = "ws", .fn = ws},
         {.name = "free", .fn = free_},
+        {.name = "either", .fn = either},
+        {.name = "poke", .fn = poke},
     };
+    if (event_fd < 0 && (event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0)
+        return -errno;
     struct colibri_channel_options opt = {0};
     struct colibri_conf *q = colibri_conf_take(section, "queue");
     long n = 0;
