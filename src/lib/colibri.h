@@ -436,6 +436,111 @@ int colibri_ws_close(struct colibri_ws *ws, uint16_t code, const char *reason);
  * connection that dropped; 0 while open. */
 unsigned colibri_ws_close_code(const struct colibri_ws *ws);
 
+/* --- publish/subscribe ------------------------------------------------- */
+
+/* A channel carries messages (bytes) from any thread to every connection
+ * subscribed to it, in one process. A handler subscribes its connection
+ * and waits for messages; any thread (a handler on any worker, or a thread
+ * of the application) publishes.
+ *
+ *     static int feed(struct colibri_request *req, struct colibri_response *resp, void *ch)
+ *     {
+ *         struct colibri_sub *sub;
+ *         struct colibri_channel_msg m;
+ *         if (colibri_channel_subscribe(req, ch, &sub))
+ *             return 500;
+ *         colibri_resp_set_type(resp, "text/event-stream");
+ *         for (;;) {
+ *             int r = colibri_sub_next(sub, &m, 15000);
+ *             if (r == -ETIMEDOUT)
+ *                 r = colibri_resp_send_comment(resp, "keep-alive");
+ *             else if (r == 0)
+ *                 r = colibri_resp_send_event(resp, NULL, m.p, m.len);
+ *             if (r < 0)
+ *                 return 200; // stopping, dropped, or the channel closed
+ *         }
+ *     }
+ *
+ *     colibri_channel_publish(ch, "hello", 5); // from any thread
+ *
+ * A message is copied once when published and shared by every subscriber
+ * (reference counted); each worker thread that has subscribers gets it
+ * through one cross-thread command and hands it to its own subscribers.
+ * Messages reach each subscriber in the order they were published (one
+ * order for every subscriber, whichever threads publish). A subscriber
+ * has a bounded queue of messages it has not taken yet (queue_max): one
+ * that falls that far behind (a client that does not read, so its
+ * handler is stuck sending) is dropped, so a slow client never holds up
+ * the others or grows memory: its next colibri_sub_next() returns
+ * -ENOBUFS, colibri_channel_dropped() counts it, and the error log says
+ * so at level warn (rate-limited like every error-log message). A
+ * subscription ends when its handler returns, when the client
+ * disconnects (the handler's defers run), or with colibri_sub_end(). */
+struct colibri_channel;
+struct colibri_sub;
+
+struct colibri_channel_options {
+    unsigned queue_max; /* messages a subscriber may fall behind; 0: 256 */
+};
+
+/* A new channel (opt may be NULL: the defaults), or NULL when out of memory. */
+struct colibri_channel *colibri_channel_new(const struct colibri_channel_options *opt);
+/* The channel's owner is done with it: publishing is over; every
+ * subscriber still there takes what was published before, then gets
+ * -EPIPE. The memory goes when the last subscriber has ended. Any
+ * thread. */
+void colibri_channel_free(struct colibri_channel *ch);
+/* Sends a copy of len bytes at p to every current subscriber. Any thread;
+ * it never waits for a subscriber (it takes a lock for as long as it
+ * takes to queue one command per worker thread). 0 or -ENOMEM. */
+int colibri_channel_publish(struct colibri_channel *ch, const void *p, size_t len);
+/* Subscribers dropped for being too slow, since the channel was made. */
+uint64_t colibri_channel_dropped(struct colibri_channel *ch);
+/* Subscribers now. */
+size_t colibri_channel_subscribers(struct colibri_channel *ch);
+
+/* Subscribes the handler's connection: messages published from now on
+ * queue up for it. The subscription lives until the handler returns (or
+ * colibri_sub_end). 0, or -ENOMEM. */
+int colibri_channel_subscribe(struct colibri_request *req, struct colibri_channel *ch,
+                              struct colibri_sub **sub);
+/* Ends a subscription early (its queue is emptied; colibri_sub_next
+ * returns -EPIPE from then on). The handle stays valid until the handler
+ * returns. */
+void colibri_sub_end(struct colibri_sub *sub);
+
+struct colibri_channel_msg {
+    const char *p; /* NUL-terminated, valid until the next colibri_sub_next() */
+    size_t len;
+};
+/* The next message: 0 with *msg set, at once when one is queued; else the
+ * handler waits (flushing what it sent first, as colibri_sleep does) at
+ * most timeout_ms milliseconds (-1: no limit; 0: do not wait) and gets
+ * -ETIMEDOUT. Also -ECANCELED when the server is stopping, -ENOBUFS when
+ * the subscriber was dropped for falling queue_max messages behind,
+ * -EPIPE when the subscription or the channel ended. Every error but
+ * -ETIMEDOUT is final: the handler should end its answer. A client that
+ * disconnects during the wait ends the handler as in colibri_sleep(). */
+int colibri_sub_next(struct colibri_sub *sub, struct colibri_channel_msg *msg, int timeout_ms);
+
+/* colibri_wait_fd() that also returns when sub has a message (or an
+ * error) for the handler: COLIBRI_WAIT_SUB among the ready events, at once
+ * when one is queued already; colibri_sub_next(sub, &m, 0) takes it. fd
+ * may be -1 (events 0): the subscription alone. Otherwise as
+ * colibri_wait_fd(): the ready events of fd, -ETIMEDOUT, -ECANCELED,
+ * -errno. */
+#define COLIBRI_WAIT_SUB 4u
+int colibri_sub_wait_fd(struct colibri_sub *sub, int fd, unsigned events, int timeout_ms);
+
+/* colibri_ws_read() that also returns when sub has a message (or an
+ * error) for the handler: COLIBRI_WS_SUB, and then colibri_sub_next(sub,
+ * &m, 0) takes it. Otherwise as colibri_ws_read(): 0 with *msg, a message
+ * from the client (one that arrived already comes first), or < 0 when the
+ * WebSocket is over. A message begun by the client is read to its end
+ * before the subscription is looked at again. */
+#define COLIBRI_WS_SUB 1
+int colibri_ws_read_sub(struct colibri_ws *ws, struct colibri_sub *sub, struct colibri_ws_msg *msg);
+
 #pragma GCC visibility pop
 
 #ifdef __cplusplus

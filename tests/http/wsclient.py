@@ -49,8 +49,14 @@ def close_payload(code, reason=b""):
 
 
 class WS:
-    def __init__(self, host, port, path="/ws", headers=None, timeout=5.0, extensions=None):
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, host, port, path="/ws", headers=None, timeout=5.0, extensions=None, rcvbuf=None):
+        if rcvbuf:  # set before connecting, so the window stays that small
+            self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            self.sock.settimeout(timeout)
+            self.sock.connect((host, port))
+        else:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.timeout = timeout
         self.buf = b""

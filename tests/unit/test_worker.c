@@ -7,12 +7,15 @@
  * per-connection and per-worker state, and its hooks are called. A line
  * "sleep N" sleeps N ms on the connection's coroutine (conn_sleep) and
  * answers "slept R": other connections are served meanwhile, and a
- * graceful stop wakes the sleeper with -ECANCELED. */
+ * graceful stop wakes the sleeper with -ECANCELED. "nap" sleeps without
+ * end until a command posted from another thread (worker_post) wakes it
+ * with conn_wake(): it answers "slept 4" (CONN_WOKEN). */
 #include "test.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -33,6 +36,19 @@ struct line_worker {
     _Atomic unsigned recycled, destroyed, timeouts;
 };
 
+/* The connection in "nap", for the command that wakes it. */
+static struct conn_ctx *napping;
+
+static void wake_napper(struct worker *w, void *arg)
+{
+    (void)w;
+    (void)arg;
+    if (napping) {
+        conn_wake(napping, CONN_WOKEN);
+        conn_wake(napping, -EIO); /* woken already: no effect */
+    }
+}
+
 static enum conn_verdict line_run(struct conn_ctx *ctx)
 {
     struct line_state *st = conn_state(ctx);
@@ -41,10 +57,14 @@ static enum conn_verdict line_run(struct conn_ctx *ctx)
         char *nl = memchr(start, '\n', ctx->in_len - ctx->in_pos);
         if (nl) {
             size_t len = (size_t)(nl - start) + 1;
-            if (len > 6 && !memcmp(start, "sleep ", 6)) {
-                unsigned ms = (unsigned)atoi(start + 6);
+            bool nap = len == 4 && !memcmp(start, "nap", 3);
+            if (nap || (len > 6 && !memcmp(start, "sleep ", 6))) {
+                unsigned ms = nap ? UINT32_MAX : (unsigned)atoi(start + 6);
                 ctx->in_pos += len;
+                if (nap)
+                    napping = ctx;
                 int r = conn_sleep(ctx, ms);
+                napping = NULL;
                 char msg[32];
                 int n = snprintf(msg, sizeof(msg), "slept %d\n", r);
                 strbuf_append(&ctx->out, msg, (size_t)n);
@@ -226,6 +246,19 @@ TEST(a_protocol_that_is_not_http)
     close(c);
     usleep(50 * 1000);
     CHECK_EQ_INT(w.timers.n, 0);
+
+    /* conn_wake() from a command another thread posted ends a wait at once */
+    c = client(port);
+    send_str(c, "nap\n");
+    /* posted until the nap has begun (a command before it finds none) */
+    struct pollfd pfd = {.fd = c, .events = POLLIN};
+    for (int i = 0; i < 100 && !poll(&pfd, 1, 0); i++) {
+        CHECK_EQ_INT(worker_post(&w, wake_napper, NULL, NULL), 0);
+        poll(&pfd, 1, 100);
+    }
+    CHECK_EQ_INT(read_n(c, buf, 8), 8);
+    CHECK(!memcmp(buf, "slept 4\n", 8));
+    close(c);
 
     /* a graceful stop wakes a sleeper at once and closes an idle connection */
     int sleeper = client(port);

@@ -15,6 +15,7 @@
 
 #include "base/base64.h"
 #include "base/sha1.h"
+#include "http/pubsub.h"
 #include "http/request.h"
 #include "http/ws_deflate.h"
 #include "http/ws_frame.h"
@@ -45,9 +46,10 @@ struct colibri_ws {
     struct strbuf zout;   /* a message compressed for sending */
     uint8_t ctl[WS_CONTROL_MAX + 1];
     bool close_sent;
-    int done;            /* what colibri_ws_read() returns from now on (< 0), or 0 */
-    unsigned close_code; /* colibri_ws_close_code() */
-    uint64_t close_by;   /* after close_sent: the deadline for the peer's close (ms) */
+    int done;                /* what colibri_ws_read() returns from now on (< 0), or 0 */
+    unsigned close_code;     /* colibri_ws_close_code() */
+    uint64_t close_by;       /* after close_sent: the deadline for the peer's close (ms) */
+    struct colibri_sub *sub; /* colibri_ws_read_sub(): between messages, wait for it too */
 };
 
 /* --- the handshake ----------------------------------------------------------- */
@@ -260,7 +262,8 @@ static int fail(struct colibri_ws *ws, unsigned code)
 
 /* More input into ctx->in. idle: nothing of a frame has come yet, so the
  * wait has no time limit (after close_sent: the close deadline). 0, or
- * -ECONNRESET (end of stream), -ECANCELED (stopping), -ETIMEDOUT. */
+ * -ECONNRESET (end of stream), -ECANCELED (stopping), -ETIMEDOUT; idle
+ * with ws->sub set, COLIBRI_WS_SUB when the subscription has something. */
 static int more(struct colibri_ws *ws, bool idle)
 {
     struct conn_ctx *ctx = ws->ctx;
@@ -293,9 +296,13 @@ static int more(struct colibri_ws *ws, bool idle)
                 return -ETIMEDOUT;
             timeout = (int)(ws->close_by - now);
         }
-        int r = conn_wait_fd(ctx, ws->wait_fd, CONN_WAIT_READ, timeout);
+        int r = ws->sub && !ws->close_sent
+                    ? ps_wait_fd(ws->sub, ws->wait_fd, CONN_WAIT_READ, timeout)
+                    : conn_wait_fd(ctx, ws->wait_fd, CONN_WAIT_READ, timeout);
         if (r < 0)
             return r;
+        if (r & CONN_WOKEN)
+            return COLIBRI_WS_SUB;
     }
 }
 
@@ -370,6 +377,8 @@ int colibri_ws_read(struct colibri_ws *ws, struct colibri_ws_msg *msg)
         while ((h = ws_frame_parse((const uint8_t *)ctx->in + ctx->in_pos,
                                    ctx->in_len - ctx->in_pos, true, &f)) == 0) {
             int r = more(ws, ctx->in_len == ctx->in_pos && !ws->rx.in_message);
+            if (r == COLIBRI_WS_SUB)
+                return r; /* nothing of a message was read */
             if (r)
                 return io_end(ws, r);
         }
@@ -424,6 +433,14 @@ int colibri_ws_read(struct colibri_ws *ws, struct colibri_ws_msg *msg)
         msg->len = ws->msg.len;
         return 0;
     }
+}
+
+int colibri_ws_read_sub(struct colibri_ws *ws, struct colibri_sub *sub, struct colibri_ws_msg *msg)
+{
+    ws->sub = sub;
+    int r = colibri_ws_read(ws, msg);
+    ws->sub = NULL;
+    return r;
 }
 
 int colibri_ws_close(struct colibri_ws *ws, uint16_t code, const char *reason)

@@ -195,6 +195,15 @@ int conn_sleep(struct conn_ctx *ctx, unsigned ms);
  * happened), -ETIMEDOUT, -ECANCELED, or -errno when fd cannot be watched.
  * The fd is watched only during the call. */
 int conn_wait_fd(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms);
+/* A result bit of conn_wait_fd()/conn_sleep(): conn_wake() ended the wait. */
+#define CONN_WOKEN 4
+/* On the worker's thread, outside every coroutine (in a command posted with
+ * worker_post): ends the conn_sleep()/conn_wait_fd() that ctx is suspended
+ * in, which then returns result (CONN_WOKEN, or a negative errno). The
+ * coroutine is not resumed here but at the worker's next turn of the
+ * loop, so the caller may wake many connections in one pass. Nothing when
+ * ctx is not waiting, or was woken already. */
+void conn_wake(struct conn_ctx *ctx, int result);
 
 /* Input made progress: the next wait for input gets a fresh request timeout. */
 static inline void conn_progress(struct conn_ctx *ctx)

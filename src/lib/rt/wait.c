@@ -95,3 +95,15 @@ int conn_sleep(struct conn_ctx *ctx, unsigned ms)
 {
     return conn_wait_fd(ctx, -1, 0, (int)MIN(ms, (unsigned)INT32_MAX));
 }
+
+void conn_wake(struct conn_ctx *ctx, int result)
+{
+    struct worker *w = ctx->worker;
+    if (ctx->waiting < CONN_WAIT_TIMER || !timer_armed(&ctx->timer) || ctx->timer.deadline == 0)
+        return;
+    ctx->wait_result = result;
+    /* due at once: run_timers() resumes it with wait_result; re-adding
+     * the slot just freed cannot fail */
+    timer_del(&w->timers, &ctx->timer);
+    timer_add(&w->timers, &ctx->timer, 0);
+}
