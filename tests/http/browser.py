@@ -12,7 +12,7 @@ Use it through the `browser` fixture, a factory of pages:
         alice, bob = browser(), browser()     # two independent browsers
         alice.open(app.url + "/")
         bob.open(app.url + "/")
-        alice.type("#message", "hello\\n")     # keys; "\\n" presses Enter
+        alice.type("#msg", "hello\\n")     # keys; "\\n" presses Enter
         bob.wait_text("#log", lambda t: "hello" in t)
 
 Each call starts its own headless Chromium with a fresh profile (no shared

@@ -4,47 +4,18 @@ reaches the others, the event stream and a POST to /say join the same
 room."""
 
 import json
-import socket
-import subprocess
-import time
 
 import pytest
 import requests
 
-from conftest import colibri_bin, free_port
+from samples import make_sample  # noqa: F401 (the fixture)
 from test_pubsub import Sub, pump
 from wsclient import TEXT, WS
 
 
 @pytest.fixture
-def chat(tmp_path):
-    exe = colibri_bin().parent / "samples" / "chat" / "chat"
-    if not exe.exists():
-        pytest.fail("chat sample not built: %s" % exe)
-    port = free_port()
-    err = open(tmp_path / "chat.stderr", "wb")
-    p = subprocess.Popen([str(exe), "127.0.0.1:%d" % port], stderr=err, stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + 5
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            assert p.poll() is None, (tmp_path / "chat.stderr").read_text()
-            assert time.monotonic() < deadline, "chat did not start"
-            time.sleep(0.02)
-
-    class Chat:
-        host, url = "127.0.0.1", "http://127.0.0.1:%d" % port
-
-    Chat.port = port
-    yield Chat
-    p.terminate()
-    rc = p.wait(10)
-    err.close()
-    log = (tmp_path / "chat.stderr").read_text(errors="replace")
-    assert rc == 0, log
-    assert "Sanitizer" not in log and "runtime error" not in log, log
+def chat(make_sample):  # noqa: F811
+    return make_sample("chat")
 
 
 def test_page_has_the_stable_dom(chat):
