@@ -33,15 +33,15 @@ def sanitized_build():
     return cache.exists() and re.search(r"^COLIBRI_SANITIZE:BOOL=ON$", cache.read_text(errors="replace"), re.M)
 
 
-def build_greet(out, *defines):
-    """Compiles greet.c into the shared library OUT: -I src/lib, no -lcolibri."""
+def build_greet(out, *defines, src=GREET_C):
+    """Compiles greet.c (or src) into the shared library OUT: -I src/lib, no -lcolibri."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if not cc:
         pytest.skip("no C compiler")
     cmd = [cc, "-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror", "-Wno-unused-function"]
     if sanitized_build():
         cmd += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
-    cmd += ["-I", str(REPO / "src" / "lib")] + list(defines) + ["-o", str(out), str(GREET_C)]
+    cmd += ["-I", str(REPO / "src" / "lib")] + list(defines) + ["-o", str(out), str(src)]
     p = subprocess.run(cmd, capture_output=True, timeout=120)
     assert p.returncode == 0, p.stderr.decode(errors="replace")
     return out

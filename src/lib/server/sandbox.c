@@ -192,10 +192,10 @@ static int allow_server_paths(struct colibri_server *srv, struct sandbox *sb)
 {
     const struct server_logs *l = &srv->logs;
     int r = 0;
-    /* a reload reads the config again; editors replace a file by renaming
-     * a new one over it, so its folder, not the file */
+    /* a reload reads the config again: the file, not its folder (which
+     * may be /etc); a file renamed over it is another file (README) */
     if (srv->config_path)
-        r = allow_dir_of(sb, srv->config_path, COLIBRI_PATH_READ);
+        r = record(sb, srv->config_path, COLIBRI_PATH_READ);
     /* SIGUSR1 opens the logs again, creating them if rotated away */
     if (!r && l->access_path && l->access_fd > 2)
         r = allow_dir_of(sb, l->access_path, SANDBOX_LOG_DIR);
@@ -271,6 +271,13 @@ int sandbox_prepare(struct colibri_server *srv, char *err, size_t errlen)
         p->ino = st.st_ino;
         p->is_dir = S_ISDIR(st.st_mode);
         p->known = true;
+        /* Landlock grants by folder: a shared one (/tmp) stays open */
+        if ((p->how & COLIBRI_PATH_WRITE) && p->is_dir && (st.st_mode & S_ISVTX) &&
+            (st.st_mode & S_IWOTH))
+            log_msg(LOG_WARN,
+                    "sandbox: '%s' is a shared folder, and everything below it stays readable "
+                    "and writable: give colibri a folder of its own (temp_dir)",
+                    p->path);
     }
     int fd = landlock_ruleset(sb, sb->abi, err, errlen);
     if (fd < 0)
