@@ -24,12 +24,14 @@ import zlib
 
 import pytest
 
-from conftest import free_port, make_wwwroot
+from conftest import colibri_bin, free_port, make_wwwroot
 from rawhttp import request
 from test_config_errors import run_config
 from test_modules import build_greet, greet_so  # noqa: F401 (the session fixture)
 from test_multipart import BOUNDARY, CTYPE, body, line, part
 from test_reload import reload, wait_log
+from test_systemd import ACTIVATE, SITE as SD_SITE, Proc, activate, get as sd_get, need_root, notify_socket
+from test_systemd import privs_conf, recv_state, world_dir, write_conf, www  # noqa: F401 (world_dir: a fixture)
 from wsclient import TEXT, WS
 
 PROBE_C = os.path.join(os.path.dirname(os.path.abspath(__file__)), "modules", "sandbox_probe.c")
@@ -139,6 +141,7 @@ def test_every_thread_is_filtered(sserver):
 
 
 def test_serving_works(sserver, tmp_path, uploads):
+    wait_log(sserver, "sandbox: on", 1)
     assert get(sserver, "/hello").body == b"Hello, World!"
     assert get(sserver, "/greet").body == b"Hello from a module"
     r = get(sserver, "/file.txt")
@@ -241,6 +244,7 @@ def test_without_landlock_a_warning_and_the_filter_still(monkeypatch, make_serve
                                                          probe_so, greet_so, uploads, logs):  # noqa: F811
     monkeypatch.setenv("COLIBRI_SANDBOX_LANDLOCK_ABI", "0")
     s = start(make_server, tmp_path, probe_so, greet_so, uploads)
+    wait_log(s, "sandbox: on", 1)
     log = s.stderr()
     assert re.search(r"\[warn\] sandbox: Landlock is not available \(.*\): file access is not "
                      r"restricted; the system call filter still applies", log), log
@@ -258,7 +262,7 @@ def test_older_landlock_abis(monkeypatch, make_server, tmp_path, probe_so, greet
                              abi):
     monkeypatch.setenv("COLIBRI_SANDBOX_LANDLOCK_ABI", abi)
     s = start(make_server, tmp_path, probe_so, greet_so, uploads)
-    assert "sandbox: on (Landlock ABI %s:" % abi in s.stderr()
+    wait_log(s, "sandbox: on (Landlock ABI %s:" % abi, 1)
     assert get(s, "/file.txt").status == 200
     assert get(s, "/open?path=/etc/passwd").body == b"errno %d\n" % errno.EACCES
     data = os.urandom(8192)
@@ -336,3 +340,52 @@ def test_a_shared_temp_dir_is_warned_about(monkeypatch, make_server, tmp_path):
     if landlock_abi():
         wait_log(s, "sandbox: '%s' is a shared folder" % shared, 1)
     assert get(s, "/hello").status == 200
+
+
+# ---- with systemd, user and chroot --------------------------------------------
+
+
+@pytest.mark.skipif(not ACTIVATE, reason="systemd-socket-activate is not installed")
+def test_systemd_socket_and_notify(tmp_path):
+    conf = write_conf(tmp_path, "listener systemd\nthreads = 2\nsandbox = true\n%s" % SD_SITE)
+    s, where = notify_socket(tmp_path, False)
+    with s:
+        proc, (port,) = activate(tmp_path, conf, env={"NOTIFY_SOCKET": where})
+        try:
+            assert recv_state(s) == "READY=1"
+            assert sd_get(port).status == 200
+            proc.proc.send_signal(signal.SIGHUP)
+            assert recv_state(s).startswith("RELOADING=1")
+            assert recv_state(s) == "READY=1"
+            proc.wait_line(r"\[info\] reloaded$")
+            assert sd_get(port).status == 200
+            assert all(v[0] == "2" for v in thread_status(proc.proc.pid).values())
+            proc.proc.send_signal(signal.SIGTERM)
+            assert recv_state(s) == "STOPPING=1"
+            assert proc.stop() == 0
+            assert "sandbox: on" in proc.stderr() and "refused" not in proc.stderr()
+        finally:
+            proc.kill()
+
+
+@need_root
+def test_user_and_chroot(world_dir):
+    jail = world_dir / "jail"
+    jail.mkdir()
+    jail.chmod(0o755)
+    root = www(jail)
+    port = free_port()
+    conf = privs_conf(world_dir, root, "user = nobody\nchroot = %s\nsandbox = true\n" % jail, port)
+    # no /proc in the jail for LeakSanitizer (as in test_systemd.py)
+    asan = (os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")
+    proc = Proc(world_dir, [str(colibri_bin()), "-c", str(conf)], env={"ASAN_OPTIONS": asan})
+    try:
+        proc.wait_line(r"\[info\] sandbox: on")
+        r = sd_get(port, "/public.txt")
+        assert r.status == 200 and r.body == b"public\n"
+        assert sd_get(port, "/secret.txt").status in (403, 404)
+        assert all(v == ("2", "1") for v in thread_status(proc.proc.pid).values())
+        assert os.readlink("/proc/%d/root" % proc.proc.pid) == str(jail)
+    finally:
+        assert proc.stop() == 0, proc.stderr()
+    assert "refused" not in proc.stderr()
