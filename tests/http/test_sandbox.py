@@ -69,6 +69,7 @@ def site(root, probe, greet):
         "    handler /open probe_open\n"
         "    handler /socket probe_socket\n"
         "    handler /thread probe_thread\n"
+        "    handler /thread_socket probe_thread_socket\n"
         "    serve_files / {\n"
         "        path = %s\n"
         "    }\n"
@@ -237,6 +238,9 @@ def test_a_refused_system_call_fails_and_is_logged(sserver):
     for _ in range(4):
         assert get(sserver, "/hello").status == 200
     assert get(sserver, "/socket").body == b"errno %d\n" % errno.EPERM
+    # from a thread that blocks every signal but the two the sandbox needs
+    assert get(sserver, "/thread_socket").body == b"errno %d\n" % errno.EPERM
+    assert get(sserver, "/hello").status == 200
     assert sserver.proc.poll() is None
 
 

@@ -7,7 +7,10 @@
  *   probe_socket  socket(AF_INET, SOCK_STREAM): "ok" or "errno N"
  *   probe_thread  asks the module's own thread, started by
  *                 colibri_module_init() (so before the sandbox closed), to
- *                 open ?path=: "ok" or "errno N" as that thread saw it */
+ *                 open ?path=: "ok" or "errno N" as that thread saw it
+ *   probe_thread_socket  the same thread calls socket()
+ * That thread blocks every signal but SIGSYS and SIGRTMIN+7, as the
+ * server's helper threads do (README, "Sandbox"). */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -29,6 +32,15 @@ static int path_of(struct colibri_request *req, char *buf, size_t len)
     /* the query is raw: the tests send plain paths */
     memcpy(buf, v.p, v.len);
     buf[v.len] = '\0';
+    return 0;
+}
+
+static int try_socket(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return errno;
+    close(fd);
     return 0;
 }
 
@@ -64,19 +76,15 @@ static int probe_socket(struct colibri_request *req, struct colibri_response *re
 {
     (void)req;
     (void)data;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int e = fd < 0 ? errno : 0;
-    if (fd >= 0)
-        close(fd);
-    return answer(resp, e);
+    return answer(resp, try_socket());
 }
 
 /* The module's thread: opens what it is given, one path at a time. */
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t cond;
-    char path[512];
-    int result; /* -1: asked, not yet answered */
+    char path[512]; /* "": socket() instead */
+    int result;     /* -1: asked, not yet answered */
     bool asked;
 } job = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, "", 0, false};
 static bool thread_started;
@@ -88,19 +96,16 @@ static void *opener(void *arg)
     for (;;) {
         while (!job.asked)
             pthread_cond_wait(&job.cond, &job.mu);
-        job.result = try_open(job.path);
+        job.result = job.path[0] ? try_open(job.path) : try_socket();
         job.asked = false;
         pthread_cond_broadcast(&job.cond);
     }
     return NULL;
 }
 
-static int probe_thread(struct colibri_request *req, struct colibri_response *resp, void *data)
+/* What the module's thread says to path ("": socket()). */
+static int ask_thread(const char *path)
 {
-    (void)data;
-    char path[512];
-    if (path_of(req, path, sizeof(path)) < 0)
-        return 400;
     pthread_mutex_lock(&job.mu);
     while (job.asked) /* another request's turn */
         pthread_cond_wait(&job.cond, &job.mu);
@@ -112,7 +117,24 @@ static int probe_thread(struct colibri_request *req, struct colibri_response *re
         pthread_cond_wait(&job.cond, &job.mu);
     int e = job.result;
     pthread_mutex_unlock(&job.mu);
-    return answer(resp, e);
+    return e;
+}
+
+static int probe_thread(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    (void)data;
+    char path[512];
+    if (path_of(req, path, sizeof(path)) < 0)
+        return 400;
+    return answer(resp, ask_thread(path));
+}
+
+static int probe_thread_socket(struct colibri_request *req, struct colibri_response *resp,
+                               void *data)
+{
+    (void)req;
+    (void)data;
+    return answer(resp, ask_thread(""));
 }
 
 int colibri_module_init(struct colibri_server *srv)
@@ -121,6 +143,7 @@ int colibri_module_init(struct colibri_server *srv)
         {.name = "probe_open", .fn = probe_open},
         {.name = "probe_socket", .fn = probe_socket},
         {.name = "probe_thread", .fn = probe_thread},
+        {.name = "probe_thread_socket", .fn = probe_thread_socket},
     };
     for (size_t i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++) {
         int r = colibri_server_register(srv, &handlers[i]);
@@ -130,11 +153,9 @@ int colibri_module_init(struct colibri_server *srv)
     if (!thread_started) { /* once: a reload calls this again */
         /* the server's signals stay with the server's threads */
         sigset_t set, old;
-        sigemptyset(&set);
-        sigaddset(&set, SIGINT);
-        sigaddset(&set, SIGTERM);
-        sigaddset(&set, SIGHUP);
-        sigaddset(&set, SIGUSR1);
+        sigfillset(&set);
+        sigdelset(&set, SIGSYS);
+        sigdelset(&set, SIGRTMIN + 7);
         pthread_sigmask(SIG_BLOCK, &set, &old);
         pthread_t t;
         int r = pthread_create(&t, NULL, opener, NULL);
