@@ -54,7 +54,8 @@ needs_landlock = pytest.mark.skipif(
 
 @pytest.fixture(scope="session")
 def probe_so(tmp_path_factory):
-    return build_greet(tmp_path_factory.mktemp("probe") / "libprobe.so", src=PROBE_C)
+    # -z nodelete: its thread outlives the dlclose at exit
+    return build_greet(tmp_path_factory.mktemp("probe") / "libprobe.so", "-Wl,-z,nodelete", src=PROBE_C)
 
 
 def site(root, probe, greet):

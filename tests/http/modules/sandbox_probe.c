@@ -10,7 +10,9 @@
  *                 open ?path=: "ok" or "errno N" as that thread saw it
  *   probe_thread_socket  the same thread calls socket()
  * That thread blocks every signal but SIGSYS and SIGRTMIN+7, as the
- * server's helper threads do (README, "Sandbox"). */
+ * server's helper threads do (README, "Sandbox"), and runs until the
+ * process ends: the test links the library with -z nodelete, so that the
+ * server's dlclose() at exit leaves its code in place. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
