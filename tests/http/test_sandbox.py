@@ -337,14 +337,36 @@ def test_config_replaced_by_a_rename_needs_a_restart(sserver):
     assert get(sserver, "/hello").status == 200
 
 
-def test_a_shared_temp_dir_is_warned_about(monkeypatch, make_server, tmp_path):
+@needs_landlock
+def test_a_shared_temp_dir_gets_a_folder_of_its_own(make_server, tmp_path, probe_so, greet_so, logs):  # noqa: F811
     shared = tmp_path / "shared"
     shared.mkdir()
-    shared.chmod(0o1777)
-    s = make_server(sandbox="true", temp_dir=str(shared))
-    if landlock_abi():
-        wait_log(s, "sandbox: '%s' is a shared folder" % shared, 1)
-    assert get(s, "/hello").status == 200
+    shared.chmod(0o1777)  # as /tmp
+    (shared / "other.txt").write_text("another program's file\n")
+    s = start(make_server, tmp_path, probe_so, greet_so, shared)
+    wait_log(s, "sandbox: on", 1)
+    m = re.search(r"\[info\] sandbox: temp_dir '%s' is shared: parts go to '(%s/colibri-\w+)'"
+                  % (re.escape(str(shared)), re.escape(str(shared))), s.stderr())
+    assert m, s.stderr()
+    own = m.group(1)
+    assert oct(os.stat(own).st_mode & 0o777) == "0o700"
+    # the rest of the shared folder is closed
+    assert get(s, "/open?path=%s" % (shared / "other.txt")).body == b"errno %d\n" % errno.EACCES
+    data = os.urandom(8192)
+
+    def upload():
+        with s.conn() as c:
+            c.send(request("POST", "/upload", headers=[("Content-Type", CTYPE)],
+                           body=body(part("f", data, "f.bin", "application/octet-stream"))))
+            return c.read_response(timeout=30).body.decode().splitlines()[0]
+
+    want = line("f", data, "f.bin", "application/octet-stream", "file")
+    assert upload() == want
+    reload(s)  # the new config names the shared folder: the same folder of its own
+    assert upload() == want
+    assert s.stop() == 0
+    assert os.listdir(shared) == ["other.txt"]  # removed at exit
+    assert "refused" not in s.stderr()
 
 
 # ---- with systemd, user and chroot --------------------------------------------

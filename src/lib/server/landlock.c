@@ -96,6 +96,8 @@ static uint64_t rights_of(unsigned how)
         r |= LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_MAKE_REG;
     if (how & SANDBOX_REMOVE_DIR)
         r |= LANDLOCK_ACCESS_FS_REMOVE_FILE;
+    if (how & SANDBOX_RMDIR)
+        r |= LANDLOCK_ACCESS_FS_REMOVE_DIR;
     return r;
 }
 

@@ -378,6 +378,8 @@ void server_reload(struct colibri_server *srv)
     sd_notify_reloading();
     struct plan p = {0};
     struct colibri_server *next = load_next(srv, err, ERR_MAX);
+    if (next)
+        sandbox_reload_temp_dir(next);
     unsigned n = next ? next->n_listeners : 0;
     int r = next ? 0 : -EINVAL;
     if (!r && !srv->workers)

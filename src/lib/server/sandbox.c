@@ -64,6 +64,10 @@ void sandbox_free(struct sandbox *sb)
     if (sb->ruleset_fd >= 0)
         close(sb->ruleset_fd);
     free(sb->tids);
+    if (sb->private_tmp)
+        rmdir(sb->private_tmp); /* empty unless a part's file is still open */
+    free(sb->private_tmp);
+    free(sb->shared_tmp);
     free(sb);
 }
 
@@ -153,8 +157,12 @@ int sandbox_allow(struct colibri_server *srv, const char *path, unsigned how, ch
 {
     const struct colibri_server *top = srv->reload_of ? srv->reload_of : srv;
     if (sandbox_closed(srv)) {
+        const struct sandbox *sb = top->sandbox;
+        /* the shared temp_dir: its private folder (sandbox_reload_temp_dir) */
+        if (sb->shared_tmp && how == COLIBRI_PATH_WRITE && !strcmp(path, sb->shared_tmp))
+            return 0;
         /* without Landlock nothing limits files: nothing to widen */
-        if (top->sandbox->abi && !covered(top->sandbox, path, how))
+        if (sb->abi && !covered(sb, path, how))
             return err_set(err, errlen, -EACCES, NULL,
                            "'%s' is outside what the sandbox allowed at start-up "
                            "(sandbox = true: a restart widens it)",
@@ -215,6 +223,61 @@ static int allow_server_paths(struct colibri_server *srv, struct sandbox *sb)
     return r;
 }
 
+/* A shared temp_dir (sticky and writable by all: /tmp) would stay open
+ * to the sandbox as a whole, since Landlock grants by folder: a folder of
+ * colibri's own inside it instead, made now, removed at exit. */
+static int private_temp_dir(struct colibri_server *srv, struct sandbox *sb)
+{
+    char *dir = srv->http.temp_dir, made[sizeof(srv->http.temp_dir)];
+    struct stat st;
+    /* (in a chroot it would be made outside the jail) */
+    if (srv->privs.chroot_dir || stat(dir, &st) < 0 || !S_ISDIR(st.st_mode) ||
+        !(st.st_mode & S_ISVTX) || !(st.st_mode & S_IWOTH))
+        return 0;
+    if (snprintf(made, sizeof(made), "%s/colibri-XXXXXX", dir) >= (int)sizeof(made) ||
+        !mkdtemp(made)) {
+        log_msg(LOG_WARN,
+                "sandbox: temp_dir '%s' is a shared folder and no folder of colibri's own "
+                "could be made in it (%s): all of it stays readable and writable",
+                dir, strerror(errno));
+        return 0;
+    }
+    if (!(sb->shared_tmp = strdup(dir)) || !(sb->private_tmp = strdup(made))) {
+        rmdir(made);
+        return -ENOMEM;
+    }
+    /* an explicit "temp_dir = /tmp" gives way */
+    for (unsigned i = 0; i < sb->n_paths; i++)
+        if (!strcmp(sb->paths[i].path, dir))
+            sb->paths[i].how &= ~(unsigned)COLIBRI_PATH_WRITE;
+    log_msg(LOG_INFO, "sandbox: temp_dir '%s' is shared: parts go to '%s'", dir, made);
+    snprintf(srv->http.temp_dir, sizeof(srv->http.temp_dir), "%s", made);
+    return record(sb, sb->shared_tmp, SANDBOX_RMDIR);
+}
+
+void sandbox_reload_temp_dir(struct colibri_server *next)
+{
+    const struct sandbox *sb = next->reload_of ? next->reload_of->sandbox : NULL;
+    if (sb && sb->private_tmp && !strcmp(next->http.temp_dir, sb->shared_tmp))
+        snprintf(next->http.temp_dir, sizeof(next->http.temp_dir), "%s", sb->private_tmp);
+}
+
+/* With a chroot, what is opened by path after start-up (a reload, the
+ * logs, temp_dir) is looked up inside the jail, while the roots opened
+ * before it may lie outside: every path on both sides. */
+static int in_jail(const struct colibri_server *srv, struct sandbox *sb)
+{
+    const char *jail = srv->privs.chroot_dir;
+    for (unsigned i = 0, n = sb->n_paths; jail && i < n; i++) {
+        char full[PATH_MAX];
+        if (snprintf(full, sizeof(full), "%s/%s", jail, sb->paths[i].path) >= (int)sizeof(full))
+            continue;
+        if (record(sb, full, sb->paths[i].how) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
 /* Every thread of the process but this one, from /proc/self/task. */
 static int list_threads(struct sandbox *sb, char *err, size_t errlen)
 {
@@ -245,7 +308,7 @@ int sandbox_prepare(struct colibri_server *srv, char *err, size_t errlen)
     if (!srv->sandbox_on)
         return 0;
     struct sandbox *sb = sandbox_of(srv);
-    if (!sb || allow_server_paths(srv, sb) < 0)
+    if (!sb)
         return err_set(err, errlen, -ENOMEM, NULL, "out of memory");
     char why[256] = "";
     sb->abi = landlock_abi(why, sizeof(why));
@@ -256,12 +319,16 @@ int sandbox_prepare(struct colibri_server *srv, char *err, size_t errlen)
                 why);
         return 0;
     }
+    if (private_temp_dir(srv, sb) < 0 || allow_server_paths(srv, sb) < 0 || in_jail(srv, sb) < 0)
+        return err_set(err, errlen, -ENOMEM, NULL, "out of memory");
     for (unsigned i = 0; i < sb->n_paths; i++) {
         struct sandbox_path *p = &sb->paths[i];
         struct stat st;
         p->fd = open(p->path, O_PATH | O_CLOEXEC);
         if (p->fd < 0 || fstat(p->fd, &st) < 0) {
-            log_msg(LOG_WARN, "sandbox: '%s': %s: not allowed", p->path, strerror(errno));
+            /* with a chroot, a path is often there on one side only */
+            log_msg(srv->privs.chroot_dir ? LOG_DEBUG : LOG_WARN, "sandbox: '%s': %s: not allowed",
+                    p->path, strerror(errno));
             if (p->fd >= 0)
                 close(p->fd);
             p->fd = -1;
@@ -271,12 +338,12 @@ int sandbox_prepare(struct colibri_server *srv, char *err, size_t errlen)
         p->ino = st.st_ino;
         p->is_dir = S_ISDIR(st.st_mode);
         p->known = true;
-        /* Landlock grants by folder: a shared one (/tmp) stays open */
+        /* Landlock grants by folder: a shared one stays open */
         if ((p->how & COLIBRI_PATH_WRITE) && p->is_dir && (st.st_mode & S_ISVTX) &&
             (st.st_mode & S_IWOTH))
             log_msg(LOG_WARN,
                     "sandbox: '%s' is a shared folder, and everything below it stays readable "
-                    "and writable: give colibri a folder of its own (temp_dir)",
+                    "and writable",
                     p->path);
     }
     int fd = landlock_ruleset(sb, sb->abi, err, errlen);

@@ -20,6 +20,7 @@ struct colibri_server;
  * file's folder (remove a file). */
 #define SANDBOX_LOG_DIR    0x100u
 #define SANDBOX_REMOVE_DIR 0x200u
+#define SANDBOX_RMDIR      0x400u /* remove a folder: the private temp_dir at exit */
 
 /* One path and what it may be used for. */
 struct sandbox_path {
@@ -40,6 +41,8 @@ struct sandbox {
     pid_t *tids;    /* the threads that exist before the sandbox closes */
     unsigned n_tids;
     bool entered; /* the sandbox is closed: paths can only be checked */
+    /* temp_dir was shared (/tmp): a folder of colibri's own inside it */
+    char *shared_tmp, *private_tmp;
 };
 
 /* Records path for how (COLIBRI_PATH_* or SANDBOX_*). Once the sandbox of
@@ -56,6 +59,9 @@ int sandbox_prepare(struct colibri_server *srv, char *err, size_t errlen);
  * all of them. Threads started later inherit both. 0 or -errno with err
  * set; Landlock missing is a warning, not an error. */
 int sandbox_enter(struct colibri_server *srv, char *err, size_t errlen);
+/* A reload's server whose temp_dir is the shared folder the start-up
+ * replaced: the same private folder. */
+void sandbox_reload_temp_dir(struct colibri_server *next);
 /* Whether the running server (or, for a reload's server, the one it
  * reloads) is sandboxed. */
 bool sandbox_closed(const struct colibri_server *srv);

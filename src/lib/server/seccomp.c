@@ -67,6 +67,7 @@ static const char *const allowed[] = {
     "readlinkat",
     "unlink",
     "unlinkat",
+    "rmdir",
     "access",
     "faccessat",
     "faccessat2",
