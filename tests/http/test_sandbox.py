@@ -27,7 +27,7 @@ import pytest
 from conftest import colibri_bin, free_port, make_wwwroot
 from rawhttp import request
 from test_config_errors import run_config
-from test_modules import build_greet, greet_so  # noqa: F401 (the session fixture)
+from test_modules import build_greet, sanitized_build, greet_so  # noqa: F401 (the session fixture)
 from test_multipart import BOUNDARY, CTYPE, body, line, part
 from test_reload import reload, wait_log
 from test_systemd import ACTIVATE, SITE as SD_SITE, Proc, activate, get as sd_get, need_root, notify_socket
@@ -71,6 +71,7 @@ def site(root, probe, greet):
         "    handler /socket probe_socket\n"
         "    handler /thread probe_thread\n"
         "    handler /thread_socket probe_thread_socket\n"
+        "    handler /fork probe_fork\n"
         "    serve_files / {\n"
         "        path = %s\n"
         "    }\n"
@@ -228,6 +229,7 @@ def test_without_the_sandbox_it_can(make_server, tmp_path, probe_so, greet_so, u
     assert get(s, "/open?path=/etc/passwd").body == b"ok\n"
     assert get(s, "/thread?path=/etc/passwd").body == b"ok\n"
     assert get(s, "/socket").body == b"ok\n"
+    assert get(s, "/fork").body == b"ok\n"
     assert all(v[0] == "0" for v in thread_status(s.proc.pid).values())
     assert "sandbox" not in s.stderr()
 
@@ -276,6 +278,13 @@ def test_older_landlock_abis(monkeypatch, make_server, tmp_path, probe_so, greet
                        body=body(part("f", data, "f.bin", "application/octet-stream"))))
         assert c.read_response(timeout=30).body.decode().splitlines()[0] == line(
             "f", data, "f.bin", "application/octet-stream", "file")
+
+
+@pytest.mark.skipif(bool(sanitized_build()), reason="ASan builds allow every clone (LeakSanitizer)")
+def test_no_new_process(sserver):
+    assert get(sserver, "/fork").body == b"errno %d\n" % errno.EPERM
+    wait_log(sserver, "[error] sandbox: system call clone (", 1)
+    assert get(sserver, "/hello").status == 200
 
 
 # ---- reloads ---------------------------------------------------------------------

@@ -273,6 +273,10 @@ int seccomp_enter(char *err, size_t errlen)
     if (!f)
         return err_set(err, errlen, -ENOMEM, NULL, "sandbox: seccomp_init failed");
     int r = seccomp_attr_set(f, SCMP_FLTATR_CTL_TSYNC, 1);
+    if (!r) /* int 0x80 and the like */
+        r = seccomp_attr_set(f, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+    if (r)
+        err_set(err, errlen, r, NULL, "sandbox: seccomp attributes: %s", strerror(-r));
     for (size_t i = 0; !r && i < sizeof(allowed) / sizeof(allowed[0]); i++)
         if ((r = add(f, SCMP_ACT_ALLOW, allowed[i], 0, NULL)) < 0)
             err_set(err, errlen, r, NULL, "sandbox: seccomp rule for %s: %s", allowed[i],

@@ -5,6 +5,7 @@
  * Handlers (each answers one line):
  *   probe_open    opens ?path= for reading: "ok" or "errno N"
  *   probe_socket  socket(AF_INET, SOCK_STREAM): "ok" or "errno N"
+ *   probe_fork    fork() (the child exits at once): "ok" or "errno N"
  *   probe_thread  asks the module's own thread, started by
  *                 colibri_module_init() (so before the sandbox closed), to
  *                 open ?path=: "ok" or "errno N" as that thread saw it
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "colibri.h"
@@ -72,6 +74,19 @@ static int probe_open(struct colibri_request *req, struct colibri_response *resp
     if (path_of(req, path, sizeof(path)) < 0)
         return 400;
     return answer(resp, try_open(path));
+}
+
+static int probe_fork(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    (void)req;
+    (void)data;
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(0);
+    int e = pid < 0 ? errno : 0;
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
+    return answer(resp, e);
 }
 
 static int probe_socket(struct colibri_request *req, struct colibri_response *resp, void *data)
@@ -146,6 +161,7 @@ int colibri_module_init(struct colibri_server *srv)
         {.name = "probe_socket", .fn = probe_socket},
         {.name = "probe_thread", .fn = probe_thread},
         {.name = "probe_thread_socket", .fn = probe_thread_socket},
+        {.name = "probe_fork", .fn = probe_fork},
     };
     for (size_t i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++) {
         int r = colibri_server_register(srv, &handlers[i]);
