@@ -25,7 +25,7 @@ import zlib
 import pytest
 
 from conftest import colibri_bin, free_port, make_wwwroot
-from rawhttp import request
+from rawhttp import RawConn, request
 from test_config_errors import run_config
 from test_modules import build_greet, sanitized_build, greet_so  # noqa: F401 (the session fixture)
 from test_multipart import BOUNDARY, CTYPE, body, line, part
@@ -424,4 +424,38 @@ def test_user_and_chroot(world_dir):
         assert os.readlink("/proc/%d/root" % proc.proc.pid) == str(jail)
     finally:
         assert proc.stop() == 0, proc.stderr()
+    assert "refused" not in proc.stderr()
+
+
+@needs_landlock
+@need_root
+def test_user_and_a_shared_temp_dir(world_dir, greet_so):  # noqa: F811
+    nobody = __import__("pwd").getpwnam("nobody")
+    root = www(world_dir)
+    shared = world_dir / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    port = free_port()
+    conf = write_conf(
+        world_dir,
+        "listener 127.0.0.1:%d\nthreads = 2\nuser = nobody\nsandbox = true\ntemp_dir = %s\n"
+        "multipart_memory_max = 1k\nmodule %s\nsite {\n    handler /upload upload\n"
+        "    serve_files / {\n        path = %s\n    }\n}\n" % (port, shared, greet_so, root),
+    )
+    proc = Proc(world_dir, [str(colibri_bin()), "-c", str(conf)])
+    try:
+        proc.wait_line(r"\[info\] sandbox: on")
+        own = re.search(r"parts go to '([^']+)'", proc.stderr()).group(1)
+        st = os.stat(own)
+        assert (st.st_uid, st.st_gid) == (nobody.pw_uid, nobody.pw_gid)
+        data = os.urandom(8192)
+        with RawConn("127.0.0.1", port, 10) as c:
+            c.send(request("POST", "/upload", headers=[("Content-Type", CTYPE)],
+                           body=body(part("f", data, "f.bin", "application/octet-stream"))))
+            r = c.read_response(timeout=30)
+        assert r.body.decode().splitlines()[0] == line("f", data, "f.bin", "application/octet-stream", "file")
+        assert sd_get(port, "/public.txt").status == 200
+    finally:
+        assert proc.stop() == 0, proc.stderr()
+    assert os.listdir(shared) == []
     assert "refused" not in proc.stderr()

@@ -242,6 +242,9 @@ static int private_temp_dir(struct colibri_server *srv, struct sandbox *sb)
                 dir, strerror(errno));
         return 0;
     }
+    /* the user that root becomes writes there */
+    if (srv->privs.set && geteuid() == 0 && chown(made, srv->privs.uid, srv->privs.gid) < 0)
+        log_msg(LOG_WARN, "sandbox: chown '%s': %s", made, strerror(errno));
     if (!(sb->shared_tmp = strdup(dir)) || !(sb->private_tmp = strdup(made))) {
         rmdir(made);
         return -ENOMEM;
