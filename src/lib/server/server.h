@@ -69,14 +69,15 @@ struct colibri_server {
     unsigned n_libs;
     struct worker_cfg wcfg;
     struct http_config http;
-    struct tpl *error_tpl;   /* owned; http.error_tpl points to it */
-    bool *listen_shared;     /* by listener: one socket shared by all workers (systemd's) */
-    struct privs privs;      /* "user", "chroot" */
-    bool sandbox_on;         /* "sandbox = true" */
-    struct sandbox *sandbox; /* the paths it allows; NULL until one is named */
-    bool accept_thread;      /* accept = thread: one acceptor deals fds to workers */
-    int acceptor_wake;       /* eventfd, acceptor mode only */
-    int *acceptor_fds;       /* its sockets, until the acceptor takes them */
+    struct tpl *error_tpl; /* owned; http.error_tpl points to it */
+    bool *listen_shared;   /* by listener: one socket shared by all workers (systemd's) */
+    struct privs privs;    /* "user", "chroot" */
+    bool accept_thread;    /* accept = thread: one acceptor deals fds to workers */
+    int acceptor_wake;     /* eventfd, acceptor mode only */
+    int *acceptor_fds;     /* its sockets, until the acceptor takes them */
+    /* "sandbox = true"; the paths it allows (NULL until one is named) */
+    bool sandbox_on;
+    struct sandbox *sandbox;
     struct acceptor acceptor;
     bool acceptor_ready; /* acceptor_init() was called */
     struct server_logs logs;
