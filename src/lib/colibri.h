@@ -165,6 +165,18 @@ void colibri_server_reload(struct colibri_server *srv);
 typedef int (*colibri_reload_fn)(struct colibri_server *next, void *arg, char *err, size_t errlen);
 void colibri_server_on_reload(struct colibri_server *srv, colibri_reload_fn fn, void *arg);
 
+/* With "sandbox = true" (README, "Sandbox") the running server opens only
+ * the files it was told about while its config loaded: a module whose
+ * handlers open files names them here, from its from_config() or its
+ * colibri_module_init(); a folder covers everything below it. Without
+ * the sandbox this only records. During a reload of a sandboxed server it
+ * checks instead: a path the start-up did not allow gives -EACCES with
+ * err set (the sandbox cannot widen; the running config stays). */
+#define COLIBRI_PATH_READ  1u /* read files, list folders */
+#define COLIBRI_PATH_WRITE 2u /* also create, write and remove files */
+int colibri_server_allow_path(struct colibri_server *srv, const char *path, unsigned how, char *err,
+                              size_t errlen);
+
 /* --- modules ------------------------------------------------------------ */
 
 /* A module is a kind of config section, "NAME PREFIX { key = value ... }"

@@ -7,7 +7,10 @@ of colibri-tpl run the one beside it.
 `make_server(**overrides)` starts a server on a free loopback port with a
 config written to tmp_path; `server` is one with the default config.  At
 teardown every server still running gets SIGTERM and must exit 0 within 10 s,
-and every server's stderr must be free of sanitizer reports."""
+and every server's stderr must be free of sanitizer reports.
+
+COLIBRI_TEST_SANDBOX=1 adds `sandbox = true` to every config make_server
+writes (a test's own sandbox= override wins)."""
 
 import os
 import re
@@ -108,6 +111,8 @@ class Server:
         if not self.root.exists():
             make_wwwroot(base)
         conf = dict(DEFAULTS)
+        if os.environ.get("COLIBRI_TEST_SANDBOX") == "1":
+            conf["sandbox"] = "true"  # the whole suite under the sandbox (README, "Sandbox")
         conf.update(overrides)
         hostport = "[%s]:%d" % (host, self.port) if ":" in host else "%s:%d" % (host, self.port)
         text = "listener %s\n" % hostport

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/common.h"
+#include "base/thread.h"
 
 #define N_SHARDS         16
 #define INITIAL_BUCKETS  16
@@ -473,11 +474,7 @@ static int start_thread(struct cache *c)
     pthread_mutex_init(&c->mu, NULL);
 
     /* signals belong to the server's threads, not to this one */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    r = pthread_create(&c->thread, NULL, pruner_main, c);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    r = thread_start_helper(&c->thread, pruner_main, c);
     if (r) {
         pthread_cond_destroy(&c->cond);
         pthread_mutex_destroy(&c->mu);

@@ -110,6 +110,8 @@ static int add(struct colibri_server *srv, const char *prefix, const char *root,
             if (*c == '\t' || *c == ',')
                 *c = ' ';
 
+    if ((r = colibri_server_allow_path(srv, root, COLIBRI_PATH_READ, err, errlen)))
+        goto out_free;
     f->root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (f->root_fd < 0 || !(f->root_abs = realpath(root, NULL))) {
         r = err_set(err, errlen, -errno, NULL, "cannot open '%s': %s", root, strerror(errno));

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/thread.h"
 #include "files/files.h"
 
 #define BUCKETS 1024
@@ -287,11 +288,7 @@ struct files_watch *files_watch_new(const char *root_abs, struct cache *cache)
         goto out_free;
     pthread_mutex_init(&w->mu, NULL);
     /* signals belong to the server's threads, not to this one */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int r = pthread_create(&w->thread, NULL, watch_main, w);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int r = thread_start_helper(&w->thread, watch_main, w);
     if (r) {
         pthread_mutex_destroy(&w->mu);
         goto out_free;

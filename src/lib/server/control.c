@@ -54,6 +54,12 @@ int control_start(struct colibri_server *srv, char *err, size_t errlen)
     if (fd < 0)
         return err_set(err, errlen, -errno, NULL, "eventfd: %s", strerror(errno));
     srv->ctl_fd = fd;
+    /* a SIGHUP or SIGUSR1 that came while the server was starting (the
+     * listeners answer already) found no fd to wake: not lost */
+    uint64_t one = 1;
+    if ((atomic_load(&srv->want_reload) || atomic_load(&srv->want_reopen)) &&
+        write(fd, &one, sizeof(one)) < 0)
+        return err_set(err, errlen, -errno, NULL, "eventfd: %s", strerror(errno));
     if (pthread_create(&srv->ctl_thread, NULL, control_main, srv))
         return err_set(err, errlen, -EAGAIN, NULL, "cannot start the control thread");
     srv->ctl_started = true;

@@ -251,6 +251,9 @@ static int load_library(struct colibri_server *srv, const struct config_node *n,
         if (snprintf(path, sizeof(path), "%s/%s", dirname(dir), n->value) >= (int)sizeof(path))
             return config_error(n, err, errlen, "path too long");
     }
+    char why[512];
+    if (sandbox_allow(srv, path, COLIBRI_PATH_READ, why, sizeof(why)))
+        return config_error(n, err, errlen, "%s", why);
     void **libs = realloc(srv->libs, (srv->n_libs + 1) * sizeof(*libs));
     if (!libs)
         return config_error(n, err, errlen, "out of memory");
@@ -279,7 +282,10 @@ static void load_settings(struct colibri_server *srv, struct config *cfg, struct
     char err[1024];
     size_t errlen = sizeof(err);
     int r;
-    /* first: the handlers and modules the sites below may name */
+    /* first: whether paths named below are for a sandbox */
+    if ((n = config_take(root, "sandbox")) && (r = config_bool(n, &srv->sandbox_on, err, errlen)))
+        note(e, n, err);
+    /* then the handlers and modules the sites below may name */
     while ((n = config_take(root, "module")))
         if ((r = load_library(srv, n, err, errlen)))
             note(e, n, err);
@@ -318,8 +324,11 @@ static void load_settings(struct colibri_server *srv, struct config *cfg, struct
         (r = size_in(n, 0, 1 << 30, &h->multipart_memory_max, err, errlen)))
         note(e, n, err);
     if ((n = config_take(root, "temp_dir"))) {
+        char why[512];
         if (n->value[0] != '/' || strlen(n->value) >= sizeof(h->temp_dir))
             note(e, n, (config_error(n, err, errlen, "must be an absolute path"), err));
+        else if (sandbox_allow(srv, n->value, COLIBRI_PATH_WRITE, why, sizeof(why)))
+            note(e, n, (config_error(n, err, errlen, "%s", why), err));
         else
             strcpy(h->temp_dir, n->value);
     }
@@ -334,7 +343,9 @@ static void load_settings(struct colibri_server *srv, struct config *cfg, struct
     }
     if ((n = config_take(root, "error_template"))) {
         char why[512];
-        struct tpl *t = tpl_compile_file(n->value, &http_error_desc, why, sizeof(why));
+        struct tpl *t = sandbox_allow(srv, n->value, COLIBRI_PATH_READ, why, sizeof(why))
+                            ? NULL
+                            : tpl_compile_file(n->value, &http_error_desc, why, sizeof(why));
         if (!t) {
             config_error(n, err, errlen, "%s", why);
             note(e, n, err);

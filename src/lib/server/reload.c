@@ -117,6 +117,7 @@ static void restart_only(struct colibri_server *srv, struct colibri_server *next
         {"error_log", str_differ(b->error_path, a->error_path)},
         {"error_log_level", b->level != a->level},
         {"pid_file", str_differ(b->pid_path, a->pid_path)},
+        {"sandbox", next->sandbox_on != srv->sandbox_on},
     };
     for (size_t i = 0; i < N_ELEMENTS(keys); i++) {
         if (!keys[i].changed)
@@ -192,6 +193,15 @@ static int plan_listeners(struct colibri_server *srv, struct colibri_server *nex
     for (unsigned j = 0; j < n; j++) {
         if (p->match[j] >= 0)
             continue;
+        /* no socket() in the sandbox: a listener from systemd is an fd we hold */
+        if (sandbox_closed(srv) && !next->listeners[j].inherited) {
+            char where[400];
+            where_of(next, "listener", where, sizeof(where));
+            return err_set(err, errlen, -EPERM, NULL,
+                           "%s: '%s' is a new listener: sandbox = true opens none after "
+                           "start-up (a restart adds it)",
+                           where, next->listeners[j].name);
+        }
         if (!(p->fds[j] = malloc(sets * sizeof(int))))
             return err_set(err, errlen, -ENOMEM, NULL, "out of memory");
         for (unsigned i = 0; i < sets; i++)
@@ -368,6 +378,8 @@ void server_reload(struct colibri_server *srv)
     sd_notify_reloading();
     struct plan p = {0};
     struct colibri_server *next = load_next(srv, err, ERR_MAX);
+    if (next)
+        sandbox_reload_temp_dir(next);
     unsigned n = next ? next->n_listeners : 0;
     int r = next ? 0 : -EINVAL;
     if (!r && !srv->workers)

@@ -126,6 +126,7 @@ void colibri_server_free(struct colibri_server *srv)
     free(srv->chroot_text);
     free(srv->listen_shared);
     free(srv->privs.chroot_dir);
+    sandbox_free(srv->sandbox);
     config_free(srv->cfg);
     logs_free(&srv->logs);
     /* last: handlers, modules and route data may live in these libraries */
@@ -510,8 +511,11 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
     if (sd_notify_open(why, sizeof(why)) < 0)
         log_msg(LOG_WARN, "%s", why);
     /* the listeners are bound and the config's files open: root is no
-     * longer needed (threads started from here on run as the user) */
-    if ((r = privs_drop(&srv->privs, err, errlen)))
+     * longer needed (threads started from here on run as the user), and
+     * with "sandbox = true" the sandbox closes around every thread: its
+     * paths are opened before the drop (and a chroot), it closes after */
+    if ((r = sandbox_prepare(srv, err, errlen)) || (r = privs_drop(&srv->privs, err, errlen)) ||
+        (r = sandbox_enter(srv, err, errlen)))
         goto out_workers;
 
     /* workers leave SIGINT/SIGTERM to the thread that called us */

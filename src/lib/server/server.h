@@ -19,6 +19,7 @@
 #include "server/listen.h"
 #include "server/logs.h"
 #include "server/privs.h"
+#include "server/sandbox.h"
 
 struct config;
 struct tpl;
@@ -74,6 +75,9 @@ struct colibri_server {
     bool accept_thread;    /* accept = thread: one acceptor deals fds to workers */
     int acceptor_wake;     /* eventfd, acceptor mode only */
     int *acceptor_fds;     /* its sockets, until the acceptor takes them */
+    /* "sandbox = true"; the paths it allows (NULL until one is named) */
+    bool sandbox_on;
+    struct sandbox *sandbox;
     struct acceptor acceptor;
     bool acceptor_ready; /* acceptor_init() was called */
     struct server_logs logs;
