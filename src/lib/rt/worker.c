@@ -17,6 +17,7 @@
 
 #include "base/common.h"
 #include "base/log.h"
+#include "rt/sys.h"
 
 /* Pooled contexts above this size are not worth keeping. */
 #define KEEP_BUF_MAX (64 * 1024)
@@ -647,7 +648,7 @@ void *worker_main(void *arg)
             break;
         }
         int timeout = unlikely(w->timers.n) ? run_timers(w) : loop_timeout(w);
-        int n = epoll_wait(w->epfd, events, (int)N_ELEMENTS(events), timeout);
+        int n = sys_epoll_wait(w->epfd, events, (int)N_ELEMENTS(events), timeout);
         uint32_t second = w->now;
         update_clocks(w);
         for (int i = 0; i < n; i++) {
