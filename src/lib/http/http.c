@@ -166,13 +166,14 @@ static ssize_t next_head(struct conn_ctx *ctx, struct http_conn *hc,
         }
         /* A head ends with a line feed: bytes without one cannot complete
          * it, so a head trickled in tiny pieces is not rescanned from its
-         * start for every piece (the size limit is still checked). */
-        parse = memchr(ctx->in + ctx->in_len - n, '\n', (size_t)n) ||
+         * start for every piece (the size limit is still checked). The
+         * first bytes of a request are always looked at: what cannot start
+         * one (a TLS hello, noise) is answered now, not when the request
+         * timeout runs out; tested first, as it is the common case and
+         * spares the memchr(). */
+        parse = ctx->in_len - (size_t)n == ctx->in_pos ||
                 ctx->in_len - ctx->in_pos > limits->max_head ||
-                /* the first bytes of a request are always looked at: what
-                 * cannot start one (a TLS hello, noise) is answered now,
-                 * not when the request timeout runs out */
-                ctx->in_len - (size_t)n == ctx->in_pos;
+                memchr(ctx->in + ctx->in_len - n, '\n', (size_t)n);
     }
 }
 

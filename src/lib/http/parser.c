@@ -92,9 +92,10 @@ static bool host_valid(const char *s, size_t n, bool allow_empty)
         return false;
     unsigned port = 0;
     for (i++; i < n; i++) {
-        if (!IS_DIGIT(s[i]))
+        unsigned d = (unsigned char)s[i] - (unsigned)'0'; /* a non-digit wraps above 9 */
+        if (d > 9)
             return false;
-        port = port * 10 + (unsigned)(s[i] - '0');
+        port = port * 10 + d;
     }
     return port <= 65535;
 }
@@ -200,11 +201,10 @@ static int connection(const char *v, size_t n, uint16_t *flags)
 /* ---- the request-target ------------------------------------------------------ */
 
 /* Classifies a syntactically clean target (no CTL, SP, DEL, '#', non-ASCII)
- * and splits it into path and query. */
-static int split_target(struct http_head *h, const char *t, size_t n)
+ * and splits it into path and query: q is its first '?', or NULL. */
+static int split_target(struct http_head *h, const char *t, size_t n, const char *q)
 {
     const char *end = t + n;
-    const char *q = memchr(t, '?', n);
     const char *path_end = q ? q : end;
 
     if (t[0] == '/') {
@@ -292,8 +292,12 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
     p++;
 
     /* request-target: first only its bytes, the form once the line is whole */
-    const char *t = p;
-    p = scan_class(p, end, C_TARGET);
+    const char *t = p, *q = NULL;
+    p = scan_target(p, end, '?');
+    if (p < end && *p == '?') {
+        q = p;
+        p = scan_target(p + 1, end, 0);
+    }
     size_t tlen = (size_t)(p - t);
     if (tlen > lim->max_target)
         return -414;
@@ -346,7 +350,7 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
         return -501;
     head->method = (enum colibri_method)method;
     head->host = mkview(t, t);
-    int rc = split_target(head, t, tlen);
+    int rc = split_target(head, t, tlen, q);
     if (rc < 0)
         return rc;
 
@@ -380,7 +384,7 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
         while (p < end && is_ows(*p))
             p++;
         const char *val = p;
-        p = scan_class(p, end, C_VALUE);
+        p = scan_value(p, end);
         if (p == end)
             goto fields_more;
         if (*p != '\r')
@@ -398,7 +402,7 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
         size_t vlen = (size_t)(val_end - val);
         switch (name_len) {
         case 4:
-            if (case_eq(name, "host", 4)) {
+            if (name_is(name, "host", 4)) {
                 if (++hosts > 1 || !host_valid(val, vlen, true))
                     return -400;
                 if (!(head->flags & HTTP_F_ABSOLUTE))
@@ -406,7 +410,7 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
             }
             break;
         case 6:
-            if (case_eq(name, "expect", 6)) {
+            if (name_is(name, "expect", 6)) {
                 if (vlen == 12 && case_eq(val, "100-continue", 12)) {
                     /* RFC 9110 10.1.1: ignored in an HTTP/1.0 request */
                     if (head->version_minor)
@@ -417,16 +421,16 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
             }
             break;
         case 10:
-            if (case_eq(name, "connection", 10) && (rc = connection(val, vlen, &head->flags)) < 0)
+            if (name_is(name, "connection", 10) && (rc = connection(val, vlen, &head->flags)) < 0)
                 return rc;
             break;
         case 14:
-            if (case_eq(name, "content-length", 14) &&
+            if (name_is(name, "content-length", 14) &&
                 (rc = content_length(val, vlen, &head->content_length)) < 0)
                 return rc;
             break;
         case 17:
-            if (case_eq(name, "transfer-encoding", 17) &&
+            if (name_is(name, "transfer-encoding", 17) &&
                 (rc = transfer_encoding(val, vlen, &te)) < 0)
                 return rc;
             break;
