@@ -37,10 +37,10 @@ static inline char *put(char *p, const void *src, size_t len)
 }
 #define PUT_LIT(p, s) put(p, s, sizeof(s) - 1)
 
-/* The head of a response, into ctx->out: one reservation, then plain
- * copies. content_length < 0: none. */
+/* The head of a response, into ctx->out, and after it `body` (may be
+ * empty): one reservation, then plain copies. content_length < 0: none. */
 static void write_head(struct colibri_request *req, struct colibri_response *resp, int status,
-                       int64_t content_length, const char *mime)
+                       int64_t content_length, const char *mime, struct view body)
 {
     struct conn_ctx *ctx = req->ctx;
     struct http_conn *hc = req->hc;
@@ -52,7 +52,7 @@ static void write_head(struct colibri_request *req, struct colibri_response *res
     if (conn_stopping(ctx))
         hc->closing = true;
     size_t max = line.len + HTTP_DATE_HDR_LEN + cfg->server_hdr_len + 14 + mime_len + 2 + 16 +
-                 U64_STR_MAX + 2 + 28 + 24 + hc->hdrs.len + 2;
+                 U64_STR_MAX + 2 + 28 + 24 + hc->hdrs.len + 2 + body.len;
     if (strbuf_reserve(out, max) < 0)
         coro_abort(ctx->coro);
     char *p = out->buf + out->len;
@@ -78,9 +78,12 @@ static void write_head(struct colibri_request *req, struct colibri_response *res
     if (hc->hdrs.len)
         p = put(p, hc->hdrs.buf, hc->hdrs.len);
     p = PUT_LIT(p, "\r\n");
+    if (body.len)
+        p = put(p, body.p, body.len);
     out->len = (size_t)(p - out->buf);
     *p = '\0';
 }
+#define NO_BODY ((struct view){0})
 
 /* What an error_template sees. */
 struct http_error_data {
@@ -133,18 +136,18 @@ void http_write_response(struct colibri_request *req, struct colibri_response *r
     size_t len = page.p ? page.len : body->len;
     resp->final_status = status;
     if (status < 200 || status == 204 || status == 304) {
-        write_head(req, resp, status, -1, NULL);
+        write_head(req, resp, status, -1, NULL, NO_BODY);
         return;
     }
-    write_head(req, resp, status, (int64_t)len, mime);
-    if (resp->head_only || !len)
-        return;
-    resp->body_bytes = len;
-    if (len <= COPY_BODY_MAX) {
-        strbuf_append(&ctx->out, data, len);
-        return;
-    }
-    conn_flush_with(ctx, data, len);
+    bool send_body = !resp->head_only && len;
+    if (send_body)
+        resp->body_bytes = len;
+    /* a small body is copied behind the head, in the same reservation */
+    bool copy = send_body && len <= COPY_BODY_MAX;
+    write_head(req, resp, status, (int64_t)len, mime,
+               copy ? (struct view){.p = data, .len = len} : (struct view){0});
+    if (send_body && !copy)
+        conn_flush_with(ctx, data, len);
 }
 
 void http_send_error(struct conn_ctx *ctx, int status)
@@ -179,7 +182,7 @@ void http_start_stream(struct colibri_response *resp)
         resp->chunked = true;
     else
         req->hc->closing = true; /* HTTP/1.0: the end of the body is the close */
-    write_head(req, resp, resp->status ? resp->status : 200, -1, resp->mime);
+    write_head(req, resp, resp->status ? resp->status : 200, -1, resp->mime, NO_BODY);
 }
 
 void http_allow_header(struct strbuf *h, unsigned methods)
@@ -282,7 +285,7 @@ int colibri_resp_send_chunk(struct colibri_response *resp, const void *p, size_t
  * there is no body to send (HEAD, or empty). */
 static bool answer_head(struct colibri_response *resp, int status, const char *mime, size_t len)
 {
-    write_head(resp->req, resp, status, (int64_t)len, mime);
+    write_head(resp->req, resp, status, (int64_t)len, mime, NO_BODY);
     resp->sent = true;
     resp->final_status = status;
     if (resp->head_only || !len)
