@@ -198,6 +198,16 @@ static int connection(const char *v, size_t n, uint16_t *flags)
     return 0;
 }
 
+/* The fields a file answer reads (If-*, Range, Accept-Encoding) set
+ * HTTP_F_FILE_FIELDS; their lengths are chosen by the caller, and a
+ * superset by first letter is enough: it only spares a second pass. */
+static inline void file_field(const char *name, uint16_t *flags)
+{
+    char first = (char)(name[0] | 0x20);
+    if (first == 'i' || first == 'r' || first == 'a')
+        *flags |= HTTP_F_FILE_FIELDS;
+}
+
 /* ---- the request-target ------------------------------------------------------ */
 
 /* Classifies a syntactically clean target (no CTL, SP, DEL, '#', non-ASCII)
@@ -429,7 +439,15 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
                 (rc = content_length(val, vlen, &head->content_length)) < 0)
                 return rc;
             break;
-        case 17:
+        case 5:  /* Range */
+        case 8:  /* If-Range, If-Match */
+        case 13: /* If-None-Match */
+        case 15: /* Accept-Encoding */
+        case 19: /* If-Unmodified-Since */
+            file_field(name, &head->flags);
+            break;
+        case 17: /* If-Modified-Since too */
+            file_field(name, &head->flags);
             if (name_is(name, "transfer-encoding", 17) &&
                 (rc = transfer_encoding(val, vlen, &te)) < 0)
                 return rc;
