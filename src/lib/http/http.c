@@ -91,7 +91,6 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
     };
     struct colibri_response resp = {.req = &req, .mime = "text/plain"};
 
-    arena_reset(&hc->arena);
     strbuf_reset(&hc->body);
     strbuf_reset(&hc->hdrs);
     strbuf_reset(&hc->reqbody);
@@ -130,6 +129,9 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
     if (ctx->out.len >= OUT_FLUSH_AT)
         conn_flush(ctx);
     conn_progress(ctx); /* the next request gets its own timeout */
+    /* emptied after, not before, a request: between requests the arena
+     * holds one block at most, also while the connection is parked */
+    arena_reset(&hc->arena);
     return !hc->closing;
 }
 
@@ -177,6 +179,15 @@ static ssize_t next_head(struct conn_ctx *ctx, struct http_conn *hc,
     }
 }
 
+/* Whether the connection may wait for its next request holding its
+ * buffers as they are: the limits recycle() applies (the arena is empty
+ * between requests, see handle()). */
+static bool parkable(const struct http_conn *hc)
+{
+    return hc->body.cap <= KEEP_BUF_MAX && hc->hdrs.cap <= KEEP_BUF_MAX &&
+           hc->reqbody.cap <= KEEP_BUF_MAX;
+}
+
 static enum conn_verdict run(struct conn_ctx *ctx)
 {
     struct http_conn *hc = conn_state(ctx);
@@ -188,9 +199,16 @@ static enum conn_verdict run(struct conn_ctx *ctx)
 
     for (;;) {
         struct http_head head;
+        /* hw->cfg is read anew for every request: a reload may replace it
+         * while the coroutine is parked */
         ssize_t r = next_head(ctx, hc, &hw->cfg->limits, &head);
-        if (r == 0)
-            break;
+        if (r == 0) {
+            /* idle: wait for the next request keeping the coroutine, unless
+             * a buffer grew too big to keep (or the runtime says no) */
+            if (hc->closing || !parkable(hc) || !conn_park(ctx))
+                break;
+            continue;
+        }
         if (r < 0) {
             http_send_error(ctx, (int)-r);
             break;

@@ -81,6 +81,16 @@ ssize_t conn_read(struct conn_ctx *ctx, bool may_idle)
     }
 }
 
+bool conn_park(struct conn_ctx *ctx)
+{
+    if (ctx->worker->stopping || ctx->out.cap > CONN_KEEP_BUF_MAX)
+        return false;
+    coro_yield(ctx->coro, CONN_PARK);
+    ctx->waiting = 0;
+    ctx->last_read_full = true; /* epoll said readable (or hung up): read */
+    return true;
+}
+
 void conn_compact(struct conn_ctx *ctx)
 {
     size_t avail = ctx->in_len - ctx->in_pos;

@@ -19,9 +19,6 @@
 #include "base/log.h"
 #include "rt/sys.h"
 
-/* Pooled contexts above this size are not worth keeping. */
-#define KEEP_BUF_MAX (64 * 1024)
-
 /* --- clocks --------------------------------------------------------------- */
 
 /* The worker's clocks, read once per wake-up through the vDSO (no system
@@ -60,8 +57,61 @@ static void ctx_destroy(struct conn_ctx *ctx)
     free(ctx);
 }
 
+static void ctx_put(struct worker *w, struct conn_ctx *ctx);
+
+/* --- parked contexts ------------------------------------------------------
+ *
+ * A keep-alive connection that answered everything it was sent parks its
+ * coroutine in conn_park() instead of ending it: the next request continues
+ * that coroutine, with no context to take from the pool, no stack to
+ * prepare and none of run()'s set-up (the cost of ending and restarting
+ * was about a tenth of a small request's instructions). An idle connection
+ * must still own no more than its table entry, so a parked context is only
+ * borrowed: when a connection needs a context and the pool is empty, the
+ * oldest parked one is taken back (its coroutine reset, as for a close)
+ * before a new one is allocated. So parking never adds a context: the
+ * worker has as many as it had running at once, as before. */
+
+static void parked_unlink(struct worker *w, struct conn_ctx *ctx)
+{
+    if (ctx->park_prev)
+        ctx->park_prev->park_next = ctx->park_next;
+    else
+        w->parked_head = ctx->park_next;
+    if (ctx->park_next)
+        ctx->park_next->park_prev = ctx->park_prev;
+    else
+        w->parked_tail = ctx->park_prev;
+    ctx->park_prev = ctx->park_next = NULL;
+    ctx->parked = false;
+}
+
+static void parked_append(struct worker *w, struct conn_ctx *ctx)
+{
+    ctx->parked = true;
+    ctx->park_prev = w->parked_tail;
+    ctx->park_next = NULL;
+    if (w->parked_tail)
+        w->parked_tail->park_next = ctx;
+    else
+        w->parked_head = ctx;
+    w->parked_tail = ctx;
+}
+
+/* The connection of a parked context goes idle the ordinary way: no
+ * context, in the idle queue and in epoll, as it already is. */
+static void reclaim_parked(struct worker *w, struct conn_ctx *ctx)
+{
+    parked_unlink(w, ctx);
+    w->conns[ctx->fd].ctx = NULL;
+    coro_reset(ctx->coro, conn_coro_main, ctx);
+    ctx_put(w, ctx);
+}
+
 static struct conn_ctx *ctx_get(struct worker *w)
 {
+    if (!w->free_ctx && w->parked_head)
+        reclaim_parked(w, w->parked_head);
     struct conn_ctx *ctx = w->free_ctx;
     if (ctx) {
         w->free_ctx = ctx->next_free;
@@ -103,7 +153,7 @@ static void ctx_put(struct worker *w, struct conn_ctx *ctx)
         ctx_destroy(ctx);
         return;
     }
-    strbuf_shrink(&ctx->out, KEEP_BUF_MAX);
+    strbuf_shrink(&ctx->out, CONN_KEEP_BUF_MAX);
     if (w->cfg->proto->recycle)
         w->cfg->proto->recycle(ctx);
     ctx->fd = -1;
@@ -122,6 +172,8 @@ static void conn_close(struct worker *w, int fd)
     if (c->ctx) {
         struct conn_ctx *ctx = c->ctx;
         c->ctx = NULL;
+        if (ctx->parked)
+            parked_unlink(w, ctx);
         if (ctx->waiting >= CONN_WAIT_TIMER)
             wait_cleanup(w, ctx);
         /* runs the defers of a coroutine that was suspended mid-request */
@@ -163,6 +215,22 @@ static __attribute__((noinline)) void wait_begin(struct worker *w, int fd, int r
         conn_close(w, fd);
 }
 
+/* A connection between requests waits for the next one: the keep-alive
+ * timeout runs, and epoll watches it. */
+static void go_idle(struct worker *w, int fd)
+{
+    struct conn *c = &w->conns[fd];
+    if (c->flags & CONN_IN_REQ_Q)
+        tq_remove(&w->req_q, (uint32_t)fd);
+    /* Already queued with the deadline a push would give (the request came
+     * and went within a second): staying put keeps the queue in deadline
+     * order, as every entry behind it was pushed in the same second. */
+    if (!(c->flags & CONN_IN_IDLE_Q) || c->deadline != w->now + w->idle_q.timeout)
+        tq_push(&w->idle_q, (uint32_t)fd, w->now);
+    if (!(c->flags & CONN_IN_EPOLL) && epoll_add(w, fd) < 0)
+        conn_close(w, fd);
+}
+
 /* After the coroutine switched back to us: decide what the connection
  * waits for. */
 static void after_resume(struct worker *w, int fd, int r)
@@ -170,6 +238,15 @@ static void after_resume(struct worker *w, int fd, int r)
     struct conn *c = &w->conns[fd];
     struct conn_ctx *ctx = c->ctx;
 
+    if (r == CONN_PARK) {
+        /* idle, keeping its context (see "parked contexts" above) */
+        ctx->waiting = CONN_WAIT_READ;
+        if (unlikely(ctx->held)) /* its run ended: a grace period may end with it */
+            quiesce_release(w, ctx);
+        parked_append(w, ctx);
+        go_idle(w, fd);
+        return;
+    }
     if (r > 0) {
         if (unlikely(r >= CONN_WAIT_TIMER)) {
             wait_begin(w, fd, r);
@@ -195,11 +272,7 @@ static void after_resume(struct worker *w, int fd, int r)
     /* finished with nothing buffered: idle, without stack or buffers */
     c->ctx = NULL;
     ctx_put(w, ctx);
-    if (c->flags & CONN_IN_REQ_Q)
-        tq_remove(&w->req_q, (uint32_t)fd);
-    tq_push(&w->idle_q, (uint32_t)fd, w->now);
-    if (!(c->flags & CONN_IN_EPOLL) && epoll_add(w, fd) < 0)
-        conn_close(w, fd);
+    go_idle(w, fd);
 }
 
 /* Bytes arrived on an idle (or brand new) connection. */
@@ -251,8 +324,11 @@ static void conn_event(struct worker *w, int fd, uint32_t events)
     bool ready = (events & (EPOLLERR | EPOLLHUP)) ||
                  (ctx->waiting == CONN_WAIT_READ && (events & (EPOLLIN | EPOLLRDHUP))) ||
                  (ctx->waiting == CONN_WAIT_WRITE && (events & EPOLLOUT));
-    if (ready)
+    if (ready) {
+        if (ctx->parked) /* the next request, or a hangup */
+            parked_unlink(w, ctx);
         after_resume(w, fd, coro_resume(ctx->coro));
+    }
 }
 
 static void adopt(struct worker *w, int fd, uint16_t listener)
