@@ -90,14 +90,17 @@ static bool host_valid(const char *s, size_t n, bool allow_empty)
         return true;
     if (s[i] != ':' || n - i < 2 || n - i > 6)
         return false;
-    unsigned port = 0;
-    for (i++; i < n; i++) {
-        unsigned d = (unsigned char)s[i] - (unsigned)'0'; /* a non-digit wraps above 9 */
-        if (d > 9)
-            return false;
-        port = port * 10 + d;
-    }
-    return port <= 65535;
+    const char *port = s + i + 1;
+    if (scan_class(port, s + n, C_DIGIT) != s + n)
+        return false;
+    if (n - i < 6)
+        return true; /* up to four digits */
+    /* five digits compare as strings as they do as numbers */
+    static const char max[] = "65535";
+    for (int k = 0; k < 5; k++)
+        if (port[k] != max[k])
+            return port[k] < max[k];
+    return true;
 }
 
 /* Splits off the next element of a comma-separated list, OWS trimmed. *cur is
@@ -289,15 +292,22 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
     head->flags = 0;
     head->version_minor = 1;
 
-    /* method */
+    /* method: GET, most often, without a scan and a lookup */
     const char *m = p;
-    p = scan_class(p, end, C_TCHAR);
-    if (p - m > METHOD_MAX_LEN)
-        return -501;
-    if (p == end)
-        goto line_more;
-    if (*p != ' ' || p == m)
-        return -400;
+    int method;
+    if (likely(end - p >= 4 && memcmp(p, "GET ", 4) == 0)) {
+        method = COLIBRI_GET;
+        p += 3;
+    } else {
+        p = scan_class(p, end, C_TCHAR);
+        if (p - m > METHOD_MAX_LEN)
+            return -501;
+        if (p == end)
+            goto line_more;
+        if (*p != ' ' || p == m)
+            return -400;
+        method = method_lookup(m, (size_t)(p - m)); /* unknown: 501 once the line is whole */
+    }
     head->method_str = mkview(m, p);
     p++;
 
@@ -355,7 +365,6 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
         p++;
     }
 
-    int method = method_lookup(m, head->method_str.len);
     if (method < 0)
         return -501;
     head->method = (enum colibri_method)method;
