@@ -291,9 +291,11 @@ const struct conn_proto http_proto = {
 
 struct http_worker *http_worker_new(const struct http_config *cfg)
 {
-    struct http_worker *hw =
-        ALLOC_INIT(struct http_worker,
-                   {.cfg = cfg, .date_time = -1, .log_time = -1, .log_peer = {.family = 0xffff}});
+    struct http_worker *hw = ALLOC_INIT(struct http_worker, {.cfg = cfg,
+                                                             .date_time = -1,
+                                                             .ok_date_time = -1,
+                                                             .log_time = -1,
+                                                             .log_peer = {.family = 0xffff}});
     if (hw && !(hw->scratch = tpl_scratch_new())) {
         free(hw);
         hw = NULL;

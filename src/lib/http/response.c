@@ -37,6 +37,21 @@ static inline char *put(char *p, const void *src, size_t len)
 }
 #define PUT_LIT(p, s) put(p, s, sizeof(s) - 1)
 
+#define OK_LINE     "HTTP/1.1 200 OK\r\n"
+#define OK_DATE_LEN (sizeof(OK_LINE) - 1 + HTTP_DATE_HDR_LEN)
+static_assert(OK_DATE_LEN <= sizeof(((struct http_worker *)0)->ok_date), "ok_date fits");
+
+/* Status line and Date of a 200 answer in this second (see ok_date). */
+static const char *ok_date(struct http_worker *hw, time_t now)
+{
+    if (unlikely(hw->ok_date_time != now)) {
+        memcpy(hw->ok_date, OK_LINE, sizeof(OK_LINE) - 1);
+        memcpy(hw->ok_date + sizeof(OK_LINE) - 1, http_date_header(hw, now), HTTP_DATE_HDR_LEN);
+        hw->ok_date_time = now;
+    }
+    return hw->ok_date;
+}
+
 /* The head of a response, into ctx->out, and after it `body` (may be
  * empty): one reservation, then plain copies. content_length < 0: none. */
 static void write_head(struct colibri_request *req, struct colibri_response *resp, int status,
@@ -46,7 +61,11 @@ static void write_head(struct colibri_request *req, struct colibri_response *res
     struct http_conn *hc = req->hc;
     struct strbuf *out = &ctx->out;
     const struct http_config *cfg = req->cfg;
-    struct view line = http_status_line(status);
+    /* a 200's status line comes with the Date line (ok_date) */
+    bool ok = likely(status == 200);
+    struct view line =
+        ok ? (struct view){.p = ok_date(req->hw, conn_wall_time(ctx)), .len = OK_DATE_LEN}
+           : http_status_line(status);
     size_t mime_len = mime ? strlen(mime) : 0;
 
     if (conn_stopping(ctx))
@@ -57,7 +76,8 @@ static void write_head(struct colibri_request *req, struct colibri_response *res
         coro_abort(ctx->coro);
     char *p = out->buf + out->len;
     p = put(p, line.p, line.len);
-    p = put(p, http_date_header(req->hw, conn_wall_time(ctx)), HTTP_DATE_HDR_LEN);
+    if (!ok)
+        p = put(p, http_date_header(req->hw, conn_wall_time(ctx)), HTTP_DATE_HDR_LEN);
     p = put(p, cfg->server_hdr, cfg->server_hdr_len);
     if (mime) {
         p = PUT_LIT(p, "Content-Type: ");
