@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "base/common.h"
 
@@ -175,7 +176,25 @@ static inline bool case_eq(const char *a, const char *b, size_t len)
  * so one OR per byte decides, without a table. */
 static inline bool name_is(const char *name, const char *lit, size_t len)
 {
-    for (size_t i = 0; i < len; i++)
+    /* a word at a time (len is a constant: the loops unroll, lit's words
+     * fold into constants); memcpy() is how C reads an unaligned word */
+    size_t i = 0;
+    for (; len - i >= 8; i += 8) {
+        uint64_t a, b;
+        memcpy(&a, name + i, 8);
+        memcpy(&b, lit + i, 8);
+        if ((a | 0x2020202020202020u) != b)
+            return false;
+    }
+    if (len - i >= 4) {
+        uint32_t a, b;
+        memcpy(&a, name + i, 4);
+        memcpy(&b, lit + i, 4);
+        if ((a | 0x20202020u) != b)
+            return false;
+        i += 4;
+    }
+    for (; i < len; i++)
         if ((name[i] | 0x20) != lit[i])
             return false;
     return true;
