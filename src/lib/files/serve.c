@@ -218,9 +218,14 @@ static int serve_file(struct colibri_request *req, struct colibri_response *resp
                 return multipart(resp, e, v, r, n);
         }
     }
-    colibri_resp_header_lines(resp, e->hdrs + v->hdr_off, v->hdr_len);
+    /* the entry's lines go into the head as they are, not staged in the
+     * header buffer first: send_variant() writes the head now, while the
+     * entry is held */
+    resp->lines = (struct view){.p = e->hdrs + v->hdr_off, .len = v->hdr_len};
     add_expires(f, resp);
-    return send_variant(resp, e, v, 200, 0, v->size);
+    int status = send_variant(resp, e, v, 200, 0, v->size);
+    resp->lines = (struct view){0}; /* a later head (an error) must not use them */
+    return status;
 }
 
 int files_serve(struct colibri_request *req, struct colibri_response *resp, void *data)

@@ -71,7 +71,7 @@ static void write_head(struct colibri_request *req, struct colibri_response *res
     if (conn_stopping(ctx))
         hc->closing = true;
     size_t max = line.len + HTTP_DATE_HDR_LEN + cfg->server_hdr_len + 14 + mime_len + 2 + 16 +
-                 U64_STR_MAX + 2 + 28 + 24 + hc->hdrs.len + 2 + body.len;
+                 U64_STR_MAX + 2 + 28 + 24 + resp->lines.len + hc->hdrs.len + 2 + body.len;
     if (strbuf_reserve(out, max) < 0)
         coro_abort(ctx->coro);
     char *p = out->buf + out->len;
@@ -95,6 +95,8 @@ static void write_head(struct colibri_request *req, struct colibri_response *res
         p = PUT_LIT(p, "Connection: close\r\n");
     else if (req->head && req->head->version_minor == 0)
         p = PUT_LIT(p, "Connection: keep-alive\r\n");
+    if (resp->lines.len)
+        p = put(p, resp->lines.p, resp->lines.len);
     if (hc->hdrs.len)
         p = put(p, hc->hdrs.buf, hc->hdrs.len);
     p = PUT_LIT(p, "\r\n");
