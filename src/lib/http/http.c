@@ -1,7 +1,9 @@
 /* http.c - the life of an HTTP connection, as the runtime's protocol:
  * read, parse, route, call the handler, answer; again while the client
  * keeps the connection alive and has bytes for us. When the buffer runs
- * dry, run() returns CONN_KEEP, so an idle connection holds no stack. */
+ * dry, run() parks in conn_park() for the next request: the runtime may
+ * take the context back meanwhile, so an idle connection holds no stack of
+ * its own. */
 #include "http/http.h"
 
 #include <errno.h>

@@ -7,8 +7,10 @@
  * at start-up for the raised fd limit; the fd is the index and is never
  * stored. An idle keep-alive connection owns nothing but its entry: the
  * coroutine stack and the buffers live in a struct conn_ctx taken from the
- * worker's pool when bytes arrive and given back when the connection is
- * idle again. Only the worker that accepted a connection touches its entry.
+ * worker's pool when bytes arrive; between requests the connection keeps it
+ * only on loan (conn_park()): the worker takes it back when another
+ * connection needs one and the pool is empty. Only the worker that
+ * accepted a connection touches its entry.
  */
 #pragma once
 

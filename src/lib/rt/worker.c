@@ -17,6 +17,7 @@
 
 #include "base/common.h"
 #include "base/log.h"
+#include "rt/park.h"
 #include "rt/sys.h"
 
 /* --- clocks --------------------------------------------------------------- */
@@ -59,44 +60,7 @@ static void ctx_destroy(struct conn_ctx *ctx)
 
 static void ctx_put(struct worker *w, struct conn_ctx *ctx);
 
-/* --- parked contexts ------------------------------------------------------
- *
- * A keep-alive connection that answered everything it was sent parks its
- * coroutine in conn_park() instead of ending it: the next request continues
- * that coroutine, with no context to take from the pool, no stack to
- * prepare and none of run()'s set-up (the cost of ending and restarting
- * was about a tenth of a small request's instructions). An idle connection
- * must still own no more than its table entry, so a parked context is only
- * borrowed: when a connection needs a context and the pool is empty, the
- * oldest parked one is taken back (its coroutine reset, as for a close)
- * before a new one is allocated. So parking never adds a context: the
- * worker has as many as it had running at once, as before. */
-
-static void parked_unlink(struct worker *w, struct conn_ctx *ctx)
-{
-    if (ctx->park_prev)
-        ctx->park_prev->park_next = ctx->park_next;
-    else
-        w->parked_head = ctx->park_next;
-    if (ctx->park_next)
-        ctx->park_next->park_prev = ctx->park_prev;
-    else
-        w->parked_tail = ctx->park_prev;
-    ctx->park_prev = ctx->park_next = NULL;
-    ctx->parked = false;
-}
-
-static void parked_append(struct worker *w, struct conn_ctx *ctx)
-{
-    ctx->parked = true;
-    ctx->park_prev = w->parked_tail;
-    ctx->park_next = NULL;
-    if (w->parked_tail)
-        w->parked_tail->park_next = ctx;
-    else
-        w->parked_head = ctx;
-    w->parked_tail = ctx;
-}
+/* --- parked contexts (the list: rt/park.h) ------------------------------ */
 
 /* The connection of a parked context goes idle the ordinary way: no
  * context, in the idle queue and in epoll, as it already is. */
@@ -239,7 +203,7 @@ static void after_resume(struct worker *w, int fd, int r)
     struct conn_ctx *ctx = c->ctx;
 
     if (r == CONN_PARK) {
-        /* idle, keeping its context (see "parked contexts" above) */
+        /* idle, keeping its context on loan (rt/park.h) */
         ctx->waiting = CONN_WAIT_READ;
         if (unlikely(ctx->held)) /* its run ended: a grace period may end with it */
             quiesce_release(w, ctx);
