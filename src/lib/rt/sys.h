@@ -9,7 +9,9 @@
  * call numbers are those glibc uses, so a seccomp filter sees no difference.
  *
  * Sanitizer builds keep the libc functions: ASan checks the buffers they are
- * given and TSan derives synchronisation from them.
+ * given and TSan derives synchronisation from them. So does a build with
+ * COLIBRI_LIBC_IO defined (-DCOLIBRI_LIBC_IO), for tools that interpose
+ * the libc functions (fault injection through LD_PRELOAD, ltrace).
  */
 #pragma once
 
@@ -18,7 +20,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(COLIBRI_LIBC_IO) || defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define SYS_PLAIN_LIBC 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
