@@ -19,6 +19,28 @@ def test_http11_default_keep_alive(server):
         assert not c.wait_closed(0.3), "server closed a keep-alive connection"
 
 
+def test_many_idle_keep_alive_connections_take_turns(server):
+    """Idle connections lend their context to the next connection that needs
+    one (conn_park): each is still served, in any order, request after
+    request, and nothing answers the wrong connection."""
+    conns = [server.conn() for _ in range(40)]
+    try:
+        for rnd, order in enumerate((range(40), reversed(range(40)), range(0, 40, 3))):
+            for i in order:
+                conns[i].send(request("GET", "/hello?name=c%d-%d" % (i, rnd)))
+                r = conns[i].read_response()
+                assert r.status == 200 and r.body == b"Hello, c%d-%d!" % (i, rnd)
+        # interleaved: every connection has a request in flight at once
+        for i in range(40):
+            conns[i].send(request("GET", "/hello?name=x%d" % i))
+        for i in range(40):
+            r = conns[i].read_response()
+            assert r.status == 200 and r.body == b"Hello, x%d!" % i
+    finally:
+        for c in conns:
+            c.close()
+
+
 @pytest.mark.parametrize("value", ["close", "Close", "keep-alive, close", "CLOSE"])
 def test_connection_close(server, value):
     with server.conn() as c:

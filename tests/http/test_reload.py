@@ -265,6 +265,30 @@ def test_old_generations_are_freed(make_server):
     assert fd_count(server.proc.pid) == before
 
 
+def test_old_generations_are_freed_while_a_keep_alive_connection_idles(make_server):
+    """A connection idle between requests keeps its coroutine (conn_park) but
+    is in no run: a reload's grace period does not wait for its next request."""
+    site = "site {\n    handler /hello hello_world\n    serve_files / {\n        path = %s\n    }\n}\n"
+    server = make_server(site=site % "./wwwroot")
+    with server.conn() as kept:
+        kept.send(request("GET", "/file.txt"))
+        assert kept.read_response().status == 200
+        reload(server)
+        time.sleep(0.2)
+        before = fd_count(server.proc.pid)
+        for _ in range(5):
+            reload(server)
+            assert get(server.port, "/file.txt").status == 200
+        deadline = time.monotonic() + 3
+        while fd_count(server.proc.pid) != before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert fd_count(server.proc.pid) == before
+        # and it is served, on the new generation, when it speaks again
+        kept.send(request("GET", "/hello"))
+        r = kept.read_response()
+        assert r.status == 200 and r.body == b"Hello, World!"
+
+
 def test_reloads_under_keep_alive_load_fail_nothing(make_server):
     """Good and bad reloads every 0.2 s under four keep-alive clients."""
     server = make_server(site=SITE1)

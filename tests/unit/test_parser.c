@@ -389,6 +389,62 @@ TEST(host_forms)
     CHECK_EQ_INT(h.host.len, 0);
 }
 
+/* Host values are checked 16 bytes at a time when 16 bytes of the buffer
+ * follow the value (parser.c, host_valid_fast), byte by byte otherwise: both
+ * must give the same verdict for the value, valid or not. */
+TEST(host_checked_alike_with_and_without_bytes_after)
+{
+    static const char *hosts[] = {
+        "a",
+        "example.com",
+        "127.0.0.1",
+        "127.0.0.1:8080",
+        "h:1",
+        "a:0",
+        "a:00080",
+        "a:65535",
+        "a:65536",
+        "a:99999",
+        "a:123456",
+        "a:",
+        ":80",
+        ":",
+        "a::80",
+        "a:8:0",
+        "a:8a",
+        "a:8.0",
+        "1.2.3.4:",
+        "-",
+        ".",
+        "-.-:1",
+        "a.b-c.d:443",
+        "EXAMPLE.com:80",
+        "ab%41:1",
+        "[::1]:80",
+        "a b",
+        "a@b",
+        "a/b",
+        "0123456789abcdef",
+        "0123456789abcde:",
+        "0123456789abcd:1",
+        "0123456789abc:65",
+    };
+    for (size_t i = 0; i < N_ELEMENTS(hosts); i++) {
+        char last[256], padded[256];
+        /* the value ends the head: fewer than 16 bytes follow it */
+        snprintf(last, sizeof(last), "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", hosts[i]);
+        /* a field after it: 16 bytes and more follow */
+        snprintf(padded, sizeof(padded),
+                 "GET / HTTP/1.1\r\nHost: %s\r\nX-Pad: 0123456789abcdef\r\n\r\n", hosts[i]);
+        struct http_head h1, h2;
+        ssize_t r1 = parse_n(last, strlen(last), &h1), r2 = parse_n(padded, strlen(padded), &h2);
+        if ((r1 > 0) != (r2 > 0) || (r1 < 0 && r1 != r2))
+            fprintf(stderr, "Host \"%s\": %zd without bytes after, %zd with\n", hosts[i], r1, r2);
+        CHECK((r1 > 0) == (r2 > 0));
+        CHECK(r1 > 0 || r1 == r2);
+    }
+}
+
 TEST(head_exactly_at_limits)
 {
     struct http_limits lim = {.max_head = 0, .max_target = 8};
@@ -1133,6 +1189,7 @@ int main(void)
     RUN(framing_fields);
     RUN(connection_and_expect);
     RUN(host_forms);
+    RUN(host_checked_alike_with_and_without_bytes_after);
     RUN(head_exactly_at_limits);
     RUN(pipelined);
     RUN(malformed_table);

@@ -14,6 +14,7 @@
 #include "http/cond.h"
 #include "http/date.h"
 #include "http/range.h"
+#include "http/request.h"
 #include "http/uri.h"
 
 static void release(void *p)
@@ -145,12 +146,19 @@ static int serve_file(struct colibri_request *req, struct colibri_response *resp
 {
     const struct files *f = e->f;
     struct http_conds c;
-    struct colibri_str raw = colibri_req_headers_raw(req);
-    http_conds_scan((struct view){.p = raw.p, .len = raw.len}, &c);
+    if (req->head->flags & HTTP_F_FILE_FIELDS) {
+        http_conds_scan(req->head->headers, &c);
+    } else { /* the parser saw none of the fields: no second pass */
+        c.n_ae = 0;
+        c.has_if_match = c.has_inm = c.has_ims = c.has_ius = c.has_range = c.has_if_range = false;
+    }
 
     /* which representation: compressed ones only when a range is not asked for */
     int coding = HTTP_CODING_IDENTITY;
-    if (e->avail != 1u) {
+    /* without Accept-Encoding only identity is acceptable: no negotiation
+     * when the entry has it */
+    bool identity_only = !c.n_ae && (e->avail & (1u << HTTP_CODING_IDENTITY));
+    if (e->avail != 1u && !identity_only) {
         if (!c.has_range) {
             struct http_accept_encoding ae;
             http_accept_encoding_begin(&ae);
@@ -210,9 +218,14 @@ static int serve_file(struct colibri_request *req, struct colibri_response *resp
                 return multipart(resp, e, v, r, n);
         }
     }
-    colibri_resp_header_lines(resp, e->hdrs + v->hdr_off, v->hdr_len);
+    /* the entry's lines go into the head as they are, not staged in the
+     * header buffer first: send_variant() writes the head now, while the
+     * entry is held */
+    resp->lines = (struct view){.p = e->hdrs + v->hdr_off, .len = v->hdr_len};
     add_expires(f, resp);
-    return send_variant(resp, e, v, 200, 0, v->size);
+    int status = send_variant(resp, e, v, 200, 0, v->size);
+    resp->lines = (struct view){0}; /* a later head (an error) must not use them */
+    return status;
 }
 
 int files_serve(struct colibri_request *req, struct colibri_response *resp, void *data)
@@ -233,8 +246,11 @@ int files_serve(struct colibri_request *req, struct colibri_response *resp, void
     while (len && rel[0] == '/')
         rel++, len--;
     /* never a name with a backslash or a NUL, nor one longer than a path */
-    if (len >= PATH_MAX || memchr(rel, '\\', len) || memchr(rel, '\0', len))
+    if (len >= PATH_MAX)
         return 404;
+    for (size_t i = 0; i < len; i++) /* one pass, not two memchr() calls */
+        if (rel[i] == '\\' || rel[i] == '\0')
+            return 404;
 
     int err = -EIO;
     struct cache_entry *ce = cache_get(f->cache, rel, len, &err);

@@ -12,8 +12,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "base/common.h"
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 /* ---- character classes ---------------------------------------------------- */
 
@@ -97,11 +102,100 @@ static inline const char *scan_class(const char *p, const char *end, unsigned ma
     return p;
 }
 
+/* The two long runs of a request head, the request-target and the field
+ * values, are scanned 16 bytes at a time where SSE2 is there (always on
+ * x86-64): their classes are byte ranges, which compare in bulk, while
+ * a table needs a load and a branch per byte. The last (< 16) bytes, and
+ * other machines, use scan_class(): never a read past end. */
+#ifdef __SSE2__
+/* Index of the first set bit of a 16-bit "bad byte" mask, 16 for none. */
+static inline unsigned first_bad(__m128i bad)
+{
+    unsigned m = (unsigned)_mm_movemask_epi8(bad);
+    return m ? (unsigned)__builtin_ctz(m) : 16;
+}
+#endif
+
+/* First byte at or after p that is not a field-value byte (C_VALUE: HTAB,
+ * SP to '~', obs-text), or end. */
+static inline const char *scan_value(const char *p, const char *end)
+{
+#ifdef __SSE2__
+    const __m128i sp = _mm_set1_epi8(' '), del = _mm_set1_epi8(0x7f), tab = _mm_set1_epi8('\t');
+    while (end - p >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+        /* x >= SP unsigned: max(x, SP) == x */
+        __m128i ok = _mm_or_si128(_mm_cmpeq_epi8(_mm_max_epu8(x, sp), x), _mm_cmpeq_epi8(x, tab));
+        unsigned i = first_bad(
+            _mm_or_si128(_mm_andnot_si128(ok, _mm_set1_epi8(-1)), _mm_cmpeq_epi8(x, del)));
+        if (i < 16)
+            return p + i;
+        p += 16;
+    }
+#endif
+    return scan_class(p, end, C_VALUE);
+}
+
+/* First byte at or after p that is not in C_TARGET ('!' to '~' but '#'),
+ * or is `stop` (a byte of C_TARGET such as '?', or 0 for none), or end. */
+static inline const char *scan_target(const char *p, const char *end, char stop)
+{
+#ifdef __SSE2__
+    const __m128i lo = _mm_set1_epi8('!'), span = _mm_set1_epi8('~' - '!');
+    const __m128i hash = _mm_set1_epi8('#'), st = _mm_set1_epi8(stop);
+    while (end - p >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+        /* '!' <= x <= '~' as one unsigned compare: x - '!' <= '~' - '!' */
+        __m128i d = _mm_sub_epi8(x, lo);
+        __m128i in = _mm_cmpeq_epi8(_mm_min_epu8(d, span), d);
+        __m128i bad = _mm_or_si128(_mm_cmpeq_epi8(x, hash), _mm_cmpeq_epi8(x, st));
+        unsigned i = first_bad(_mm_or_si128(_mm_andnot_si128(in, _mm_set1_epi8(-1)), bad));
+        if (i < 16)
+            return p + i;
+        p += 16;
+    }
+#endif
+    while (p < end && is(*p, C_TARGET) && *p != stop)
+        p++;
+    return p;
+}
+
 /* ASCII case-insensitive comparison; either side may be any bytes. */
 static inline bool case_eq(const char *a, const char *b, size_t len)
 {
     for (size_t i = 0; i < len; i++)
         if (lower_tab[(unsigned char)a[i]] != lower_tab[(unsigned char)b[i]])
+            return false;
+    return true;
+}
+
+/* A field name (all token characters) equal, ignoring case, to lit: the
+ * lower-case letters and '-' of a field name the parser knows. Setting bit
+ * 0x20 lower-cases a letter; of the other token characters none becomes a
+ * letter or '-' that way ('\r' would give '-', but it is no token byte),
+ * so one OR per byte decides, without a table. */
+static inline bool name_is(const char *name, const char *lit, size_t len)
+{
+    /* a word at a time (len is a constant: the loops unroll, lit's words
+     * fold into constants); memcpy() is how C reads an unaligned word */
+    size_t i = 0;
+    for (; len - i >= 8; i += 8) {
+        uint64_t a, b;
+        memcpy(&a, name + i, 8);
+        memcpy(&b, lit + i, 8);
+        if ((a | 0x2020202020202020u) != b)
+            return false;
+    }
+    if (len - i >= 4) {
+        uint32_t a, b;
+        memcpy(&a, name + i, 4);
+        memcpy(&b, lit + i, 4);
+        if ((a | 0x20202020u) != b)
+            return false;
+        i += 4;
+    }
+    for (; i < len; i++)
+        if ((name[i] | 0x20) != lit[i])
             return false;
     return true;
 }

@@ -1,7 +1,9 @@
 /* http.c - the life of an HTTP connection, as the runtime's protocol:
  * read, parse, route, call the handler, answer; again while the client
  * keeps the connection alive and has bytes for us. When the buffer runs
- * dry, run() returns CONN_KEEP, so an idle connection holds no stack. */
+ * dry, run() parks in conn_park() for the next request: the runtime may
+ * take the context back meanwhile, so an idle connection holds no stack of
+ * its own. */
 #include "http/http.h"
 
 #include <errno.h>
@@ -91,7 +93,6 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
     };
     struct colibri_response resp = {.req = &req, .mime = "text/plain"};
 
-    arena_reset(&hc->arena);
     strbuf_reset(&hc->body);
     strbuf_reset(&hc->hdrs);
     strbuf_reset(&hc->reqbody);
@@ -130,6 +131,9 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
     if (ctx->out.len >= OUT_FLUSH_AT)
         conn_flush(ctx);
     conn_progress(ctx); /* the next request gets its own timeout */
+    /* emptied after, not before, a request: between requests the arena
+     * holds one block at most, also while the connection is parked */
+    arena_reset(&hc->arena);
     return !hc->closing;
 }
 
@@ -166,14 +170,24 @@ static ssize_t next_head(struct conn_ctx *ctx, struct http_conn *hc,
         }
         /* A head ends with a line feed: bytes without one cannot complete
          * it, so a head trickled in tiny pieces is not rescanned from its
-         * start for every piece (the size limit is still checked). */
-        parse = memchr(ctx->in + ctx->in_len - n, '\n', (size_t)n) ||
+         * start for every piece (the size limit is still checked). The
+         * first bytes of a request are always looked at: what cannot start
+         * one (a TLS hello, noise) is answered now, not when the request
+         * timeout runs out; tested first, as it is the common case and
+         * spares the memchr(). */
+        parse = ctx->in_len - (size_t)n == ctx->in_pos ||
                 ctx->in_len - ctx->in_pos > limits->max_head ||
-                /* the first bytes of a request are always looked at: what
-                 * cannot start one (a TLS hello, noise) is answered now,
-                 * not when the request timeout runs out */
-                ctx->in_len - (size_t)n == ctx->in_pos;
+                memchr(ctx->in + ctx->in_len - n, '\n', (size_t)n);
     }
+}
+
+/* Whether the connection may wait for its next request holding its
+ * buffers as they are: the limits recycle() applies (the arena is empty
+ * between requests, see handle()). */
+static bool parkable(const struct http_conn *hc)
+{
+    return hc->body.cap <= KEEP_BUF_MAX && hc->hdrs.cap <= KEEP_BUF_MAX &&
+           hc->reqbody.cap <= KEEP_BUF_MAX;
 }
 
 static enum conn_verdict run(struct conn_ctx *ctx)
@@ -187,9 +201,16 @@ static enum conn_verdict run(struct conn_ctx *ctx)
 
     for (;;) {
         struct http_head head;
+        /* hw->cfg is read anew for every request: a reload may replace it
+         * while the coroutine is parked */
         ssize_t r = next_head(ctx, hc, &hw->cfg->limits, &head);
-        if (r == 0)
-            break;
+        if (r == 0) {
+            /* idle: wait for the next request keeping the coroutine, unless
+             * a buffer grew too big to keep (or the runtime says no) */
+            if (hc->closing || !parkable(hc) || !conn_park(ctx))
+                break;
+            continue;
+        }
         if (r < 0) {
             http_send_error(ctx, (int)-r);
             break;
@@ -272,9 +293,11 @@ const struct conn_proto http_proto = {
 
 struct http_worker *http_worker_new(const struct http_config *cfg)
 {
-    struct http_worker *hw =
-        ALLOC_INIT(struct http_worker,
-                   {.cfg = cfg, .date_time = -1, .log_time = -1, .log_peer = {.family = 0xffff}});
+    struct http_worker *hw = ALLOC_INIT(struct http_worker, {.cfg = cfg,
+                                                             .date_time = -1,
+                                                             .ok_date_time = -1,
+                                                             .log_time = -1,
+                                                             .log_peer = {.family = 0xffff}});
     if (hw && !(hw->scratch = tpl_scratch_new())) {
         free(hw);
         hw = NULL;

@@ -90,14 +90,62 @@ static bool host_valid(const char *s, size_t n, bool allow_empty)
         return true;
     if (s[i] != ':' || n - i < 2 || n - i > 6)
         return false;
-    unsigned port = 0;
-    for (i++; i < n; i++) {
-        if (!IS_DIGIT(s[i]))
-            return false;
-        port = port * 10 + (unsigned)(s[i] - '0');
-    }
-    return port <= 65535;
+    const char *port = s + i + 1;
+    if (scan_class(port, s + n, C_DIGIT) != s + n)
+        return false;
+    if (n - i < 6)
+        return true; /* up to four digits */
+    /* five digits compare as strings as they do as numbers */
+    static const char max[] = "65535";
+    for (int k = 0; k < 5; k++)
+        if (port[k] != max[k])
+            return port[k] < max[k];
+    return true;
 }
+
+#ifdef __SSE2__
+/* The usual Host values, a lower-case name or an IPv4 address with an
+ * optional port ("127.0.0.1:8080", "example.com"), checked 16 bytes at
+ * once: every byte one of [0-9a-z.-:], at most one ':', not first, and
+ * after it 1 to 5 digits up to 65535. Returns 1 valid, 0 invalid, -1 when
+ * the value is something else (longer than 16 bytes, upper case, other
+ * characters, an IP literal, escapes): host_valid() then decides. The
+ * caller guarantees 16 readable bytes at s; only the first n count. */
+static int host_valid_fast(const char *s, size_t n)
+{
+    if (n == 0 || n > 16)
+        return -1;
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)s);
+    __m128i d = _mm_sub_epi8(x, _mm_set1_epi8('0')), l = _mm_sub_epi8(x, _mm_set1_epi8('a'));
+    /* x - lo <= hi - lo as one unsigned compare (min(v, k) == v) */
+    __m128i digit = _mm_cmpeq_epi8(_mm_min_epu8(d, _mm_set1_epi8(9)), d);
+    __m128i lower = _mm_cmpeq_epi8(_mm_min_epu8(l, _mm_set1_epi8(25)), l);
+    __m128i colon = _mm_cmpeq_epi8(x, _mm_set1_epi8(':'));
+    __m128i other =
+        _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('.')), _mm_cmpeq_epi8(x, _mm_set1_epi8('-')));
+    unsigned in = (1u << n) - 1; /* the value's bytes */
+    unsigned digits = (unsigned)_mm_movemask_epi8(digit) & in;
+    unsigned colons = (unsigned)_mm_movemask_epi8(colon) & in;
+    unsigned ok = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(digit, lower), other));
+    if (((ok & in) | colons) != in)
+        return -1; /* another character: maybe valid, the slow path says */
+    if (!colons)
+        return 1; /* a reg-name of these characters is never empty here */
+    if (colons & (colons - 1))
+        return 0; /* two ':' outside an IP literal */
+    unsigned at = (unsigned)__builtin_ctz(colons);
+    size_t plen = n - at - 1;
+    if (at == 0 || plen == 0 || plen > 5 || (digits >> (at + 1)) != (in >> (at + 1)))
+        return 0; /* no name, or a port that is not 1 to 5 digits */
+    if (plen < 5)
+        return 1;
+    static const char max[] = "65535"; /* five digits compare as strings */
+    for (int k = 0; k < 5; k++)
+        if (s[at + 1 + k] != max[k])
+            return s[at + 1 + k] < max[k];
+    return 1;
+}
+#endif
 
 /* Splits off the next element of a comma-separated list, OWS trimmed. *cur is
  * NULL once the list is exhausted. */
@@ -197,14 +245,23 @@ static int connection(const char *v, size_t n, uint16_t *flags)
     return 0;
 }
 
+/* The fields a file answer reads (If-*, Range, Accept-Encoding) set
+ * HTTP_F_FILE_FIELDS; their lengths are chosen by the caller, and a
+ * superset by first letter is enough: it only spares a second pass. */
+static inline void file_field(const char *name, uint16_t *flags)
+{
+    char first = (char)(name[0] | 0x20);
+    if (first == 'i' || first == 'r' || first == 'a')
+        *flags |= HTTP_F_FILE_FIELDS;
+}
+
 /* ---- the request-target ------------------------------------------------------ */
 
 /* Classifies a syntactically clean target (no CTL, SP, DEL, '#', non-ASCII)
- * and splits it into path and query. */
-static int split_target(struct http_head *h, const char *t, size_t n)
+ * and splits it into path and query: q is its first '?', or NULL. */
+static int split_target(struct http_head *h, const char *t, size_t n, const char *q)
 {
     const char *end = t + n;
-    const char *q = memchr(t, '?', n);
     const char *path_end = q ? q : end;
 
     if (t[0] == '/') {
@@ -279,21 +336,32 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
     head->flags = 0;
     head->version_minor = 1;
 
-    /* method */
+    /* method: GET, most often, without a scan and a lookup */
     const char *m = p;
-    p = scan_class(p, end, C_TCHAR);
-    if (p - m > METHOD_MAX_LEN)
-        return -501;
-    if (p == end)
-        goto line_more;
-    if (*p != ' ' || p == m)
-        return -400;
+    int method;
+    if (likely(end - p >= 4 && memcmp(p, "GET ", 4) == 0)) {
+        method = COLIBRI_GET;
+        p += 3;
+    } else {
+        p = scan_class(p, end, C_TCHAR);
+        if (p - m > METHOD_MAX_LEN)
+            return -501;
+        if (p == end)
+            goto line_more;
+        if (*p != ' ' || p == m)
+            return -400;
+        method = method_lookup(m, (size_t)(p - m)); /* unknown: 501 once the line is whole */
+    }
     head->method_str = mkview(m, p);
     p++;
 
     /* request-target: first only its bytes, the form once the line is whole */
-    const char *t = p;
-    p = scan_class(p, end, C_TARGET);
+    const char *t = p, *q = NULL;
+    p = scan_target(p, end, '?');
+    if (p < end && *p == '?') {
+        q = p;
+        p = scan_target(p + 1, end, 0);
+    }
     size_t tlen = (size_t)(p - t);
     if (tlen > lim->max_target)
         return -414;
@@ -341,12 +409,11 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
         p++;
     }
 
-    int method = method_lookup(m, head->method_str.len);
     if (method < 0)
         return -501;
     head->method = (enum colibri_method)method;
     head->host = mkview(t, t);
-    int rc = split_target(head, t, tlen);
+    int rc = split_target(head, t, tlen, q);
     if (rc < 0)
         return rc;
 
@@ -380,7 +447,7 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
         while (p < end && is_ows(*p))
             p++;
         const char *val = p;
-        p = scan_class(p, end, C_VALUE);
+        p = scan_value(p, end);
         if (p == end)
             goto fields_more;
         if (*p != '\r')
@@ -398,15 +465,22 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
         size_t vlen = (size_t)(val_end - val);
         switch (name_len) {
         case 4:
-            if (case_eq(name, "host", 4)) {
-                if (++hosts > 1 || !host_valid(val, vlen, true))
+            if (name_is(name, "host", 4)) {
+                if (++hosts > 1)
+                    return -400;
+#ifdef __SSE2__
+                int fast = end - val >= 16 ? host_valid_fast(val, vlen) : -1;
+#else
+                int fast = -1;
+#endif
+                if (fast == 0 || (fast < 0 && !host_valid(val, vlen, true)))
                     return -400;
                 if (!(head->flags & HTTP_F_ABSOLUTE))
                     head->host = mkview(val, val_end);
             }
             break;
         case 6:
-            if (case_eq(name, "expect", 6)) {
+            if (name_is(name, "expect", 6)) {
                 if (vlen == 12 && case_eq(val, "100-continue", 12)) {
                     /* RFC 9110 10.1.1: ignored in an HTTP/1.0 request */
                     if (head->version_minor)
@@ -417,16 +491,24 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
             }
             break;
         case 10:
-            if (case_eq(name, "connection", 10) && (rc = connection(val, vlen, &head->flags)) < 0)
+            if (name_is(name, "connection", 10) && (rc = connection(val, vlen, &head->flags)) < 0)
                 return rc;
             break;
         case 14:
-            if (case_eq(name, "content-length", 14) &&
+            if (name_is(name, "content-length", 14) &&
                 (rc = content_length(val, vlen, &head->content_length)) < 0)
                 return rc;
             break;
-        case 17:
-            if (case_eq(name, "transfer-encoding", 17) &&
+        case 5:  /* Range */
+        case 8:  /* If-Range, If-Match */
+        case 13: /* If-None-Match */
+        case 15: /* Accept-Encoding */
+        case 19: /* If-Unmodified-Since */
+            file_field(name, &head->flags);
+            break;
+        case 17: /* If-Modified-Since too */
+            file_field(name, &head->flags);
+            if (name_is(name, "transfer-encoding", 17) &&
                 (rc = transfer_encoding(val, vlen, &te)) < 0)
                 return rc;
             break;

@@ -42,6 +42,9 @@ enum http_head_flags {
     HTTP_F_ABSOLUTE = 1u << 5,        /* absolute-form target */
     HTTP_F_HAS_QUERY = 1u << 6,       /* the target had a '?' (query may be empty) */
     HTTP_F_CONN_UPGRADE = 1u << 7,    /* Connection: upgrade (in any Connection field) */
+    /* a field some file answer reads (If-*, Range, Accept-Encoding) may be
+     * there: without it, serve_files skips its pass over the fields */
+    HTTP_F_FILE_FIELDS = 1u << 8,
 };
 
 struct http_limits {

@@ -21,6 +21,10 @@ struct http_worker {
     const struct http_config *cfg;
     time_t date_time;  /* the second date_hdr shows */
     char date_hdr[48]; /* "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n" */
+    /* "HTTP/1.1 200 OK\r\n" and date_hdr in one piece, for the same second:
+     * most answers start with it, as one copy */
+    char ok_date[64];
+    time_t ok_date_time;
     struct tpl_scratch *scratch;
     struct strbuf log;  /* access log lines not written yet */
     uint32_t log_lines; /* how many */
@@ -77,6 +81,10 @@ struct colibri_response {
     bool sent;           /* the response went out already (sendfile, static) */
     int final_status;    /* the status that went out (for the access log) */
     uint64_t body_bytes; /* body bytes sent (for the access log) */
+    /* header lines written before hc->hdrs without being copied there
+     * first: for a caller whose lines outlive the writing of the head
+     * (serve_files' precomputed ones, while it holds the cache entry) */
+    struct view lines;
 };
 
 /* --- request.c --- */

@@ -37,27 +37,47 @@ static inline char *put(char *p, const void *src, size_t len)
 }
 #define PUT_LIT(p, s) put(p, s, sizeof(s) - 1)
 
-/* The head of a response, into ctx->out: one reservation, then plain
- * copies. content_length < 0: none. */
+#define OK_LINE     "HTTP/1.1 200 OK\r\n"
+#define OK_DATE_LEN (sizeof(OK_LINE) - 1 + HTTP_DATE_HDR_LEN)
+static_assert(OK_DATE_LEN <= sizeof(((struct http_worker *)0)->ok_date), "ok_date fits");
+
+/* Status line and Date of a 200 answer in this second (see ok_date). */
+static const char *ok_date(struct http_worker *hw, time_t now)
+{
+    if (unlikely(hw->ok_date_time != now)) {
+        memcpy(hw->ok_date, OK_LINE, sizeof(OK_LINE) - 1);
+        memcpy(hw->ok_date + sizeof(OK_LINE) - 1, http_date_header(hw, now), HTTP_DATE_HDR_LEN);
+        hw->ok_date_time = now;
+    }
+    return hw->ok_date;
+}
+
+/* The head of a response, into ctx->out, and after it `body` (may be
+ * empty): one reservation, then plain copies. content_length < 0: none. */
 static void write_head(struct colibri_request *req, struct colibri_response *resp, int status,
-                       int64_t content_length, const char *mime)
+                       int64_t content_length, const char *mime, struct view body)
 {
     struct conn_ctx *ctx = req->ctx;
     struct http_conn *hc = req->hc;
     struct strbuf *out = &ctx->out;
     const struct http_config *cfg = req->cfg;
-    struct view line = http_status_line(status);
+    /* a 200's status line comes with the Date line (ok_date) */
+    bool ok = likely(status == 200);
+    struct view line =
+        ok ? (struct view){.p = ok_date(req->hw, conn_wall_time(ctx)), .len = OK_DATE_LEN}
+           : http_status_line(status);
     size_t mime_len = mime ? strlen(mime) : 0;
 
     if (conn_stopping(ctx))
         hc->closing = true;
     size_t max = line.len + HTTP_DATE_HDR_LEN + cfg->server_hdr_len + 14 + mime_len + 2 + 16 +
-                 U64_STR_MAX + 2 + 28 + 24 + hc->hdrs.len + 2;
+                 U64_STR_MAX + 2 + 28 + 24 + resp->lines.len + hc->hdrs.len + 2 + body.len;
     if (strbuf_reserve(out, max) < 0)
         coro_abort(ctx->coro);
     char *p = out->buf + out->len;
     p = put(p, line.p, line.len);
-    p = put(p, http_date_header(req->hw, conn_wall_time(ctx)), HTTP_DATE_HDR_LEN);
+    if (!ok)
+        p = put(p, http_date_header(req->hw, conn_wall_time(ctx)), HTTP_DATE_HDR_LEN);
     p = put(p, cfg->server_hdr, cfg->server_hdr_len);
     if (mime) {
         p = PUT_LIT(p, "Content-Type: ");
@@ -75,12 +95,17 @@ static void write_head(struct colibri_request *req, struct colibri_response *res
         p = PUT_LIT(p, "Connection: close\r\n");
     else if (req->head && req->head->version_minor == 0)
         p = PUT_LIT(p, "Connection: keep-alive\r\n");
+    if (resp->lines.len)
+        p = put(p, resp->lines.p, resp->lines.len);
     if (hc->hdrs.len)
         p = put(p, hc->hdrs.buf, hc->hdrs.len);
     p = PUT_LIT(p, "\r\n");
+    if (body.len)
+        p = put(p, body.p, body.len);
     out->len = (size_t)(p - out->buf);
     *p = '\0';
 }
+#define NO_BODY ((struct view){0})
 
 /* What an error_template sees. */
 struct http_error_data {
@@ -133,18 +158,18 @@ void http_write_response(struct colibri_request *req, struct colibri_response *r
     size_t len = page.p ? page.len : body->len;
     resp->final_status = status;
     if (status < 200 || status == 204 || status == 304) {
-        write_head(req, resp, status, -1, NULL);
+        write_head(req, resp, status, -1, NULL, NO_BODY);
         return;
     }
-    write_head(req, resp, status, (int64_t)len, mime);
-    if (resp->head_only || !len)
-        return;
-    resp->body_bytes = len;
-    if (len <= COPY_BODY_MAX) {
-        strbuf_append(&ctx->out, data, len);
-        return;
-    }
-    conn_flush_with(ctx, data, len);
+    bool send_body = !resp->head_only && len;
+    if (send_body)
+        resp->body_bytes = len;
+    /* a small body is copied behind the head, in the same reservation */
+    bool copy = send_body && len <= COPY_BODY_MAX;
+    write_head(req, resp, status, (int64_t)len, mime,
+               copy ? (struct view){.p = data, .len = len} : (struct view){0});
+    if (send_body && !copy)
+        conn_flush_with(ctx, data, len);
 }
 
 void http_send_error(struct conn_ctx *ctx, int status)
@@ -179,7 +204,7 @@ void http_start_stream(struct colibri_response *resp)
         resp->chunked = true;
     else
         req->hc->closing = true; /* HTTP/1.0: the end of the body is the close */
-    write_head(req, resp, resp->status ? resp->status : 200, -1, resp->mime);
+    write_head(req, resp, resp->status ? resp->status : 200, -1, resp->mime, NO_BODY);
 }
 
 void http_allow_header(struct strbuf *h, unsigned methods)
@@ -282,7 +307,7 @@ int colibri_resp_send_chunk(struct colibri_response *resp, const void *p, size_t
  * there is no body to send (HEAD, or empty). */
 static bool answer_head(struct colibri_response *resp, int status, const char *mime, size_t len)
 {
-    write_head(resp->req, resp, status, (int64_t)len, mime);
+    write_head(resp->req, resp, status, (int64_t)len, mime, NO_BODY);
     resp->sent = true;
     resp->final_status = status;
     if (resp->head_only || !len)

@@ -9,7 +9,7 @@
 
 /* A radix trie: each edge carries a run of bytes, so a lookup touches one
  * node per branch point rather than one per byte. A node keeps the first
- * bytes of its children's labels in one small array, scanned with memchr,
+ * bytes of its children's labels in one small array, scanned in a loop,
  * so choosing a child reads a single cache line before following a pointer. */
 struct trie_node {
     void *value;
@@ -62,14 +62,30 @@ static int node_add_kid(struct trie_node *n, struct trie_node *kid)
     return 0;
 }
 
+/* A plain loop, not memchr() and memcmp(): a node has a few children and
+ * a label a few bytes, fewer than a library call costs to set up. */
 static inline struct trie_node *node_kid(const struct trie_node *n, unsigned char c, size_t *idx)
 {
-    const unsigned char *hit = n->nkids ? memchr(n->first, c, n->nkids) : NULL;
-    if (!hit)
-        return NULL;
-    if (idx)
-        *idx = (size_t)(hit - n->first);
-    return n->kids[hit - n->first];
+    for (unsigned i = 0; i < n->nkids; i++) {
+        if (n->first[i] == c) {
+            if (idx)
+                *idx = i;
+            return n->kids[i];
+        }
+    }
+    return NULL;
+}
+
+/* Whether path, from pos on, starts with kid's label. */
+static inline bool label_matches(const struct trie_node *kid, const char *path, size_t len,
+                                 size_t pos)
+{
+    if (kid->len > len - pos)
+        return false;
+    for (size_t i = 0; i < kid->len; i++)
+        if (kid->label[i] != path[pos + i])
+            return false;
+    return true;
 }
 
 struct trie *trie_new(void)
@@ -191,7 +207,7 @@ static inline void *lookup(const struct trie *t, const char *path, size_t len, s
         if (pos == len)
             break;
         const struct trie_node *kid = node_kid(n, (unsigned char)path[pos], NULL);
-        if (!kid || kid->len > len - pos || memcmp(kid->label, path + pos, kid->len) != 0)
+        if (!kid || !label_matches(kid, path, len, pos))
             break;
         pos += kid->len;
         n = kid;
@@ -219,7 +235,7 @@ int trie_remove(struct trie *t, const char *prefix, size_t len, void **value)
     size_t pos = 0;
     while (pos < len) {
         struct trie_node *kid = node_kid(n, (unsigned char)prefix[pos], NULL);
-        if (!kid || kid->len > len - pos || memcmp(kid->label, prefix + pos, kid->len) != 0)
+        if (!kid || !label_matches(kid, prefix, len, pos))
             return -ENOENT;
         pos += kid->len;
         n = kid;

@@ -81,7 +81,8 @@ int worker_quiesce(struct worker *w, void (*fn)(struct worker *w, void *arg), vo
     if (w->stopping)
         return 0; /* dropped: nothing will be freed before the worker ends */
     for (struct conn_ctx *c = w->all_ctx; c; c = c->all_next)
-        if (c->fd >= 0 && !c->held) {
+        /* a parked context (conn_park) is between requests: no run */
+        if (c->fd >= 0 && !c->held && !c->parked) {
             c->held = true;
             w->n_held++;
         }

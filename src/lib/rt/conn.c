@@ -10,6 +10,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "rt/sys.h"
 #include "rt/worker.h"
 
 /* At most this much of an unread request is drained before closing. */
@@ -59,7 +60,7 @@ ssize_t conn_read(struct conn_ctx *ctx, bool may_idle)
 {
     for (;;) {
         size_t space = ctx->in_cap - ctx->in_len;
-        ssize_t n = read(ctx->fd, ctx->in + ctx->in_len, space);
+        ssize_t n = sys_read(ctx->fd, ctx->in + ctx->in_len, space);
         if (n > 0) {
             ctx->in_len += (size_t)n;
             ctx->last_read_full = (size_t)n == space;
@@ -80,6 +81,16 @@ ssize_t conn_read(struct conn_ctx *ctx, bool may_idle)
     }
 }
 
+bool conn_park(struct conn_ctx *ctx)
+{
+    if (ctx->worker->stopping || ctx->out.cap > CONN_KEEP_BUF_MAX)
+        return false;
+    coro_yield(ctx->coro, CONN_PARK);
+    ctx->waiting = 0;
+    ctx->last_read_full = true; /* epoll said readable (or hung up): read */
+    return true;
+}
+
 void conn_compact(struct conn_ctx *ctx)
 {
     size_t avail = ctx->in_len - ctx->in_pos;
@@ -93,7 +104,7 @@ void conn_compact(struct conn_ctx *ctx)
 void conn_writev(struct conn_ctx *ctx, struct iovec *iov, int iovcnt)
 {
     while (iovcnt > 0) {
-        ssize_t n = writev(ctx->fd, iov, iovcnt);
+        ssize_t n = sys_writev(ctx->fd, iov, iovcnt);
         if (n < 0) {
             retry_or_abort(ctx, CONN_WAIT_WRITE);
             continue;

@@ -7,8 +7,10 @@
  * at start-up for the raised fd limit; the fd is the index and is never
  * stored. An idle keep-alive connection owns nothing but its entry: the
  * coroutine stack and the buffers live in a struct conn_ctx taken from the
- * worker's pool when bytes arrive and given back when the connection is
- * idle again. Only the worker that accepted a connection touches its entry.
+ * worker's pool when bytes arrive; between requests the connection keeps it
+ * only on loan (conn_park()): the worker takes it back when another
+ * connection needs one and the pool is empty. Only the worker that
+ * accepted a connection touches its entry.
  */
 #pragma once
 
@@ -52,6 +54,7 @@ enum conn_wait {
     CONN_WAIT_WRITE = 2,
     CONN_WAIT_TIMER = 3, /* conn_sleep(): only the timer */
     CONN_WAIT_FD = 4,    /* conn_wait_fd(): a foreign fd, and maybe the timer */
+    CONN_PARK = 5,       /* conn_park(): idle between requests, keeping the context */
 };
 
 /* What the protocol's run() tells the runtime when it returns. */
@@ -117,6 +120,9 @@ struct conn_ctx {
     /* every context the worker allocated (worker_quiesce() walks them) */
     struct conn_ctx *all_prev, *all_next;
     bool held; /* in use when worker_quiesce() was called, and not back since */
+    /* in conn_park(): on the worker's list of parked contexts, oldest first */
+    bool parked;
+    struct conn_ctx *park_prev, *park_next;
     /* conn_sleep() and conn_wait_fd(): the deadline in the worker's timer
      * heap, the foreign fd registered with epoll (-1: none; a dup() of the
      * caller's when that fd was registered already) and what the wait
@@ -148,6 +154,17 @@ void conn_coro_main(struct coro *coro, void *arg);
  * stream, or -EAGAIN when may_idle is set and nothing is there (the caller
  * then returns CONN_KEEP so the connection goes idle without a stack). */
 ssize_t conn_read(struct conn_ctx *ctx, bool may_idle);
+/* Between requests, with nothing buffered: instead of returning CONN_KEEP
+ * (which gives the context back and starts a new coroutine for the next
+ * request), waits for the next bytes keeping the context and the stack.
+ * Returns true once input (or a hangup) is there, false at once when the
+ * worker is stopping or ctx->out grew past what the pool keeps: the caller
+ * then returns CONN_KEEP. The worker may take the context back while it is
+ * parked (a new connection needs one and the pool is empty, a timeout, a
+ * stop): the coroutine is then reset, and the call never returns. So the
+ * caller must hold nothing across it that a reload could free (read its
+ * configuration again after it). */
+bool conn_park(struct conn_ctx *ctx);
 /* Moves the unconsumed input to the start of the buffer. */
 void conn_compact(struct conn_ctx *ctx);
 /* Writes all of iov (modifies it). */
@@ -204,6 +221,10 @@ int conn_wait_fd(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms);
  * loop, so the caller may wake many connections in one pass. Nothing when
  * ctx is not waiting, or was woken already. */
 void conn_wake(struct conn_ctx *ctx, int result);
+
+/* Per-connection buffers above this size are not kept in the pool, nor
+ * across a conn_park(). */
+#define CONN_KEEP_BUF_MAX (64 * 1024)
 
 /* Input made progress: the next wait for input gets a fresh request timeout. */
 static inline void conn_progress(struct conn_ctx *ctx)

@@ -17,9 +17,8 @@
 
 #include "base/common.h"
 #include "base/log.h"
-
-/* Pooled contexts above this size are not worth keeping. */
-#define KEEP_BUF_MAX (64 * 1024)
+#include "rt/park.h"
+#include "rt/sys.h"
 
 /* --- clocks --------------------------------------------------------------- */
 
@@ -59,8 +58,24 @@ static void ctx_destroy(struct conn_ctx *ctx)
     free(ctx);
 }
 
+static void ctx_put(struct worker *w, struct conn_ctx *ctx);
+
+/* --- parked contexts (the list: rt/park.h) ------------------------------ */
+
+/* The connection of a parked context goes idle the ordinary way: no
+ * context, in the idle queue and in epoll, as it already is. */
+static void reclaim_parked(struct worker *w, struct conn_ctx *ctx)
+{
+    parked_unlink(w, ctx);
+    w->conns[ctx->fd].ctx = NULL;
+    coro_reset(ctx->coro, conn_coro_main, ctx);
+    ctx_put(w, ctx);
+}
+
 static struct conn_ctx *ctx_get(struct worker *w)
 {
+    if (!w->free_ctx && w->parked_head)
+        reclaim_parked(w, w->parked_head);
     struct conn_ctx *ctx = w->free_ctx;
     if (ctx) {
         w->free_ctx = ctx->next_free;
@@ -102,7 +117,7 @@ static void ctx_put(struct worker *w, struct conn_ctx *ctx)
         ctx_destroy(ctx);
         return;
     }
-    strbuf_shrink(&ctx->out, KEEP_BUF_MAX);
+    strbuf_shrink(&ctx->out, CONN_KEEP_BUF_MAX);
     if (w->cfg->proto->recycle)
         w->cfg->proto->recycle(ctx);
     ctx->fd = -1;
@@ -121,6 +136,8 @@ static void conn_close(struct worker *w, int fd)
     if (c->ctx) {
         struct conn_ctx *ctx = c->ctx;
         c->ctx = NULL;
+        if (ctx->parked)
+            parked_unlink(w, ctx);
         if (ctx->waiting >= CONN_WAIT_TIMER)
             wait_cleanup(w, ctx);
         /* runs the defers of a coroutine that was suspended mid-request */
@@ -162,6 +179,22 @@ static __attribute__((noinline)) void wait_begin(struct worker *w, int fd, int r
         conn_close(w, fd);
 }
 
+/* A connection between requests waits for the next one: the keep-alive
+ * timeout runs, and epoll watches it. */
+static void go_idle(struct worker *w, int fd)
+{
+    struct conn *c = &w->conns[fd];
+    if (c->flags & CONN_IN_REQ_Q)
+        tq_remove(&w->req_q, (uint32_t)fd);
+    /* Already queued with the deadline a push would give (the request came
+     * and went within a second): staying put keeps the queue in deadline
+     * order, as every entry behind it was pushed in the same second. */
+    if (!(c->flags & CONN_IN_IDLE_Q) || c->deadline != w->now + w->idle_q.timeout)
+        tq_push(&w->idle_q, (uint32_t)fd, w->now);
+    if (!(c->flags & CONN_IN_EPOLL) && epoll_add(w, fd) < 0)
+        conn_close(w, fd);
+}
+
 /* After the coroutine switched back to us: decide what the connection
  * waits for. */
 static void after_resume(struct worker *w, int fd, int r)
@@ -169,6 +202,15 @@ static void after_resume(struct worker *w, int fd, int r)
     struct conn *c = &w->conns[fd];
     struct conn_ctx *ctx = c->ctx;
 
+    if (r == CONN_PARK) {
+        /* idle, keeping its context on loan (rt/park.h) */
+        ctx->waiting = CONN_WAIT_READ;
+        if (unlikely(ctx->held)) /* its run ended: a grace period may end with it */
+            quiesce_release(w, ctx);
+        parked_append(w, ctx);
+        go_idle(w, fd);
+        return;
+    }
     if (r > 0) {
         if (unlikely(r >= CONN_WAIT_TIMER)) {
             wait_begin(w, fd, r);
@@ -194,11 +236,7 @@ static void after_resume(struct worker *w, int fd, int r)
     /* finished with nothing buffered: idle, without stack or buffers */
     c->ctx = NULL;
     ctx_put(w, ctx);
-    if (c->flags & CONN_IN_REQ_Q)
-        tq_remove(&w->req_q, (uint32_t)fd);
-    tq_push(&w->idle_q, (uint32_t)fd, w->now);
-    if (!(c->flags & CONN_IN_EPOLL) && epoll_add(w, fd) < 0)
-        conn_close(w, fd);
+    go_idle(w, fd);
 }
 
 /* Bytes arrived on an idle (or brand new) connection. */
@@ -250,8 +288,11 @@ static void conn_event(struct worker *w, int fd, uint32_t events)
     bool ready = (events & (EPOLLERR | EPOLLHUP)) ||
                  (ctx->waiting == CONN_WAIT_READ && (events & (EPOLLIN | EPOLLRDHUP))) ||
                  (ctx->waiting == CONN_WAIT_WRITE && (events & EPOLLOUT));
-    if (ready)
+    if (ready) {
+        if (ctx->parked) /* the next request, or a hangup */
+            parked_unlink(w, ctx);
         after_resume(w, fd, coro_resume(ctx->coro));
+    }
 }
 
 static void adopt(struct worker *w, int fd, uint16_t listener)
@@ -647,7 +688,7 @@ void *worker_main(void *arg)
             break;
         }
         int timeout = unlikely(w->timers.n) ? run_timers(w) : loop_timeout(w);
-        int n = epoll_wait(w->epfd, events, (int)N_ELEMENTS(events), timeout);
+        int n = sys_epoll_wait(w->epfd, events, (int)N_ELEMENTS(events), timeout);
         uint32_t second = w->now;
         update_clocks(w);
         for (int i = 0; i < n; i++) {

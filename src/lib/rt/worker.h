@@ -76,6 +76,9 @@ struct worker {
     void *proto_state;        /* the protocol's per-worker slot: conn_worker_state() */
     struct conn_ctx *free_ctx;
     unsigned n_free_ctx;
+    /* contexts kept by idle connections in conn_park(), oldest first: taken
+     * back when the pool is empty */
+    struct conn_ctx *parked_head, *parked_tail;
     uint32_t n_conns;
     atomic_bool stop_requested; /* set by worker_wake(), maybe in a signal handler */
     bool stopping;              /* the worker has begun its graceful stop */
