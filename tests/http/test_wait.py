@@ -268,3 +268,27 @@ def test_wait_fd_two_waiters_on_one_fd(wserver):
     finally:
         a.close()
         b.close()
+
+
+def test_a_client_that_leaves_a_waiting_handler_is_still_logged(make_server, greet_so, tmp_path):  # noqa: F811
+    """A hang-up during a wait unwinds the handler, and the request still
+    gets its access log line: the status sent (a stream's 200), or 499 when
+    nothing was (nginx's "client closed request")."""
+    log = tmp_path / "access.log"
+    s = make_server(site=wait_site(greet_so), threads="1", access_log=str(log))
+    c, _ = open_stream(s, "/sse?count=100&interval=50")
+    read_chunk(c, time.monotonic() + 5)
+    c.close()
+    for target in ("/nap?ms=60000", "/fd_wait"):  # asleep after a chunk; waiting before any
+        with s.conn() as c:
+            c.send(request("GET", target))
+            time.sleep(0.3)
+    deadline = time.monotonic() + 5
+    lines = []
+    while time.monotonic() < deadline and len(lines) < 3:
+        lines = log.read_text().splitlines() if log.exists() else []
+        time.sleep(0.05)
+    assert len(lines) == 3, lines
+    assert '"GET /sse?count=100&interval=50 HTTP/1.1" 200 ' in lines[0], lines
+    assert '"GET /nap?ms=60000 HTTP/1.1" 200 8 ' in lines[1], lines  # "napping\n"
+    assert '"GET /fd_wait HTTP/1.1" 499 0 ' in lines[2], lines

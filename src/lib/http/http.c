@@ -92,6 +92,7 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
         .max_body = hw->cfg->max_body,
     };
     struct colibri_response resp = {.req = &req, .mime = "text/plain"};
+    hc->resp = &resp; /* for abandon(): read only while a handler waits */
 
     strbuf_reset(&hc->body);
     strbuf_reset(&hc->hdrs);
@@ -245,6 +246,20 @@ static void on_timeout(struct conn_ctx *ctx)
     (void)sent;
 }
 
+/* The client hung up while the handler waited (conn_close() then unwinds
+ * it): the request still gets its access log line, with what was sent, or
+ * 499 when nothing was (nginx's "client closed request"). */
+static void abandon(struct conn_ctx *ctx)
+{
+    struct http_conn *hc = conn_state(ctx);
+    struct colibri_request *req = hc->resp->req;
+    if (req->hw->cfg->access_log_fd < 0)
+        return;
+    if (!hc->resp->final_status)
+        hc->resp->final_status = 499;
+    http_access_log(req, hc->resp);
+}
+
 static bool between_requests(const struct conn_ctx *ctx)
 {
     const struct http_conn *hc = conn_state(ctx);
@@ -286,6 +301,7 @@ const struct conn_proto http_proto = {
     .run = run,
     .on_timeout = on_timeout,
     .between_requests = between_requests,
+    .abandon = abandon,
     .recycle = recycle,
     .destroy = destroy,
     .tick = tick,

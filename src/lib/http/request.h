@@ -48,6 +48,7 @@ struct http_conn {
     bool lingering;              /* close after draining the client's unread bytes */
     bool mid_request;            /* part of a request is buffered or being read (408 on timeout) */
     bool after_proxy_hdr;        /* a PROXY header came, its first request not yet: not idle */
+    struct colibri_response *resp; /* the request handle() runs now (on its stack) */
 };
 
 enum body_kind { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };

@@ -77,6 +77,10 @@ struct conn_proto {
     /* Whether a connection waiting for input is between requests, so a
      * graceful stop may close it at once. */
     bool (*between_requests)(const struct conn_ctx *ctx);
+    /* The peer hung up while run() waited in conn_sleep()/conn_wait_fd():
+     * last words (an access log line) before its coroutine is unwound, with
+     * run()'s stack still intact. Optional. */
+    void (*abandon)(struct conn_ctx *ctx);
     /* The context goes back to the pool (recycle) or is freed (destroy):
      * release or shrink what the state holds. Optional. */
     void (*recycle)(struct conn_ctx *ctx);

@@ -138,8 +138,11 @@ static void conn_close(struct worker *w, int fd)
         c->ctx = NULL;
         if (ctx->parked)
             parked_unlink(w, ctx);
-        if (ctx->waiting >= CONN_WAIT_TIMER)
+        if (ctx->waiting >= CONN_WAIT_TIMER) {
+            if (w->cfg->proto->abandon)
+                w->cfg->proto->abandon(ctx);
             wait_cleanup(w, ctx);
+        }
         /* runs the defers of a coroutine that was suspended mid-request */
         coro_reset(ctx->coro, conn_coro_main, ctx);
         ctx_put(w, ctx);
