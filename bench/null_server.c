@@ -21,33 +21,14 @@
  * machine can measure at all. Threads: one epoll and one SO_REUSEPORT
  * listening socket each, edge-triggered, as colibri does. */
 #include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdbool.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/epoll.h>
 #include <sys/sendfile.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#define SMALL_MAX (64 * 1024)
+#include "null_common.h"
+
 #define MAX_BATCH 64 /* responses per write for small bodies */
-
-static int port;
-static int body_fd;
-static size_t body_len;
-static char *small;       /* header + body, for small bodies */
-static size_t small_len;  /* its length */
-static char *small_close; /* the same with "Connection: close" */
-static size_t small_close_len;
-static char header[512];
-static size_t header_len;
 
 struct conn {
     unsigned pending; /* responses owed */
@@ -55,47 +36,6 @@ struct conn {
     size_t sent;      /* bytes of the response (or batch) in progress already sent */
     int close_after;  /* a head asked for Connection: close */
 };
-
-static void die(const char *what)
-{
-    perror(what);
-    exit(1);
-}
-
-static int listen_socket(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int one = 1;
-    if (fd < 0)
-        die("socket");
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 4096) < 0)
-        die("bind/listen");
-    return fd;
-}
-
-/* Count request heads in buf, carrying the partial match over reads. */
-static unsigned count_heads(struct conn *c, const char *buf, size_t n)
-{
-    static const char end[] = "\r\n\r\n";
-    unsigned heads = 0, s = c->state;
-    for (size_t i = 0; i < n; i++) {
-        if (buf[i] == end[s]) {
-            if (++s == 4) {
-                heads++;
-                s = 0;
-            }
-        } else {
-            s = buf[i] == '\r';
-        }
-    }
-    c->state = s;
-    return heads;
-}
 
 /* Send what is owed; 0 when all is sent, 1 on EAGAIN, -1 on error. */
 static int flush(int fd, struct conn *c)
@@ -191,7 +131,7 @@ static void *worker(void *arg)
                 for (;;) {
                     ssize_t r = read(fd, buf, 65536);
                     if (r > 0) {
-                        c->pending += count_heads(c, buf, (size_t)r);
+                        c->pending += count_heads(&c->state, buf, (size_t)r);
                         if (memmem(buf, (size_t)r, "Connection: close", 17))
                             c->close_after = 1;
                         if (r < 65536)
@@ -228,45 +168,7 @@ int main(int argc, char **argv)
         usage(argv[-minimal]);
     port = atoi(argv[1]);
     int threads = atoi(argv[2]);
-    body_fd = open(argv[3], O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (body_fd < 0 || fstat(body_fd, &st) < 0)
-        die(argv[3]);
-    body_len = (size_t)st.st_size;
-    /* The header fields the issues require of colibri, with values of the
-     * real lengths; the Date is not updated (its length is what counts). */
-    static const char date[] = "Sun, 22 Nov 2026 06:00:00 GMT";
-    const char *slash = strrchr(argv[3], '/');
-    bool text = strstr(slash ? slash : argv[3], ".txt") != NULL;
-    if (minimal)
-        header_len = (size_t)snprintf(header, sizeof(header),
-                                      "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", body_len);
-    else if (text)
-        header_len = (size_t)snprintf(header, sizeof(header),
-                                      "HTTP/1.1 200 OK\r\nDate: %s\r\n"
-                                      "Content-Type: text/plain\r\nContent-Length: %zu\r\n\r\n",
-                                      date, body_len);
-    else
-        header_len = (size_t)snprintf(
-            header, sizeof(header),
-            "HTTP/1.1 200 OK\r\nDate: %s\r\nContent-Type: application/octet-stream\r\n"
-            "Content-Length: %zu\r\nLast-Modified: %s\r\nETag: \"%016llx-%zx\"\r\n\r\n",
-            date, body_len, date, (unsigned long long)st.st_mtime, body_len);
-    if (body_len <= SMALL_MAX) {
-        small_len = header_len + body_len;
-        if (!(small = malloc(small_len)))
-            die("malloc");
-        memcpy(small, header, header_len);
-        if (pread(body_fd, small + header_len, body_len, 0) != (ssize_t)body_len)
-            die("pread");
-        static const char cc[] = "Connection: close\r\n";
-        small_close_len = small_len + sizeof(cc) - 1;
-        if (!(small_close = malloc(small_close_len)))
-            die("malloc");
-        memcpy(small_close, header, header_len - 2);
-        memcpy(small_close + header_len - 2, cc, sizeof(cc) - 1);
-        memcpy(small_close + header_len - 2 + sizeof(cc) - 1, small + header_len - 2, body_len + 2);
-    }
+    build_responses(argv[3], minimal, false);
     signal(SIGPIPE, SIG_IGN);
     pthread_t t;
     for (int i = 1; i < threads; i++)
