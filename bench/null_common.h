@@ -35,6 +35,25 @@ static void die(const char *what)
     exit(1);
 }
 
+/* Experiments (bench/RESULTS.md, issue 12), from the environment, all
+ * off by default: NULL_CC (congestion control name), NULL_SNDBUF (bytes,
+ * SO_SNDBUF, which turns autotuning off), NULL_DEFER (seconds of
+ * TCP_DEFER_ACCEPT); accepted sockets inherit them from the listener. */
+static void listen_options(int fd)
+{
+    const char *v;
+    if ((v = getenv("NULL_CC")) && *v &&
+        setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, v, (socklen_t)strlen(v)) < 0)
+        die("NULL_CC");
+    int n;
+    if ((v = getenv("NULL_SNDBUF")) && (n = atoi(v)) > 0 &&
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &n, sizeof(n)) < 0)
+        die("NULL_SNDBUF");
+    if ((v = getenv("NULL_DEFER")) && (n = atoi(v)) > 0 &&
+        setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &n, sizeof(n)) < 0)
+        die("NULL_DEFER");
+}
+
 static int listen_socket(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -44,6 +63,7 @@ static int listen_socket(void)
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    listen_options(fd);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 4096) < 0)

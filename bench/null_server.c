@@ -30,6 +30,8 @@
 
 #define MAX_BATCH 64 /* responses per write for small bodies */
 
+static size_t chunk; /* NULL_CHUNK, 0: no limit */
+
 struct conn {
     unsigned pending; /* responses owed */
     unsigned state;   /* how much of "\r\n\r\n" the last bytes matched */
@@ -82,7 +84,8 @@ static int flush(int fd, struct conn *c)
             w = send(fd, header + c->sent, header_len - c->sent, MSG_MORE);
         } else {
             off_t off = (off_t)(c->sent - header_len);
-            w = sendfile(fd, body_fd, &off, body_len - (size_t)off);
+            size_t left = body_len - (size_t)off;
+            w = sendfile(fd, body_fd, &off, chunk && chunk < left ? chunk : left);
         }
         if (w < 0)
             return errno == EAGAIN ? 1 : -1;
@@ -169,6 +172,9 @@ int main(int argc, char **argv)
     port = atoi(argv[1]);
     int threads = atoi(argv[2]);
     build_responses(argv[3], minimal, false);
+    /* NULL_CHUNK: at most this many bytes per sendfile() call */
+    const char *v = getenv("NULL_CHUNK");
+    chunk = v ? (size_t)atol(v) : 0;
     signal(SIGPIPE, SIG_IGN);
     pthread_t t;
     for (int i = 1; i < threads; i++)
