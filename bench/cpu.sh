@@ -16,7 +16,9 @@
 # "on-CPU" column is the same threads' exact run time from
 # /proc/PID/task/*/schedstat. Neither separates softirq work (loopback
 # delivery to wrk, pacing timers) that runs while the server is on the CPU:
-# it is charged to the server, as the issue's method does.
+# it is charged to the server, as the issue's method does. The "wrk"
+# column is the client's own CPU per request (/usr/bin/time): when the
+# server's figure drops and wrk's rises, work moved rather than vanished.
 #
 # Servers (SERVERS, default "colibri nginx null", plus "uring" when built):
 #   colibri  this build (BUILD or COLIBRI), threads = 1; THIS_CONF_EXTRA:
@@ -25,6 +27,8 @@
 #   nginx    nginx-light, worker_processes 1 (bench/nginx.conf.in)
 #   null     bench/null_server.c, epoll, 1 thread: one process per body
 #   uring    bench/null_uring.c, io_uring, 1 thread: the same responses
+#   null+VAR=VALUE+...  null (or uring) with the experiment settings of
+#            bench/null_common.h in its environment, e.g. null+NULL_CC=cubic
 # Workloads (WORKLOADS, default all):
 #   hello    keep-alive GET /hello
 #   pipe16   GET /hello, 16 pipelined per write (bench/pipeline.lua)
@@ -52,13 +56,17 @@ if [ -z "${SERVERS:-}" ]; then
 fi
 WORKLOADS=${WORKLOADS:-hello pipe16 4k 1m close}
 bench_need wrk taskset python3
+[ -x /usr/bin/time ] || bench_die "/usr/bin/time not found (make bench installs it: scripts/deps.sh bench)"
 bench_setup
 head -c 1048576 "$BENCH_ROOT/1m.bin" >/dev/null
 
 declare -A PID PORT # PID[server] or PID[server/body]; likewise PORT
 pin=(taskset -c "$SERVER_CPU")
 for srv in $SERVERS; do
-    case $srv in
+    # null and uring take experiment settings: null+NULL_CC=cubic+NULL_CHUNK=131072
+    envs=()
+    [ "$srv" = "${srv#*+}" ] || IFS=+ read -r -a envs <<<"${srv#*+}"
+    case ${srv%%+*} in
     colibri)
         PORT[$srv]=$($PY ports 1)
         BENCH_CONF_EXTRA=${THIS_CONF_EXTRA:-} bench_start_colibri 1 "${PORT[$srv]}" "${pin[@]}"
@@ -83,16 +91,16 @@ for srv in $SERVERS; do
         ;;
     null | uring)
         exe=$NULL_SERVER
-        [ $srv = uring ] && exe=$NULL_URING
+        [ "${srv%%+*}" = uring ] && exe=$NULL_URING
         [ -x "$exe" ] || bench_die "no $exe (build it: cmake --build build --target $(basename "$exe"))"
         for body in hello.txt 4k.bin 1m.bin; do
             p=$($PY ports 1)
-            "${pin[@]}" "$exe" ${NULL_FLAGS:-} "$p" 1 "$BENCH_ROOT/$body" >"$BENCH_TMP/$srv-$p.log" 2>&1 &
+            env "${envs[@]}" "${pin[@]}" "$exe" ${NULL_FLAGS:-} "$p" 1 "$BENCH_ROOT/$body" >"$BENCH_TMP/null-$p.log" 2>&1 &
             BENCH_PIDS+=("$!")
             PID[$srv/$body]=$! PORT[$srv/$body]=$p
-            $PY wait "$p" 10 "$!" || { cat "$BENCH_TMP/$srv-$p.log" >&2; bench_die "$srv did not start"; }
+            $PY wait "$p" 10 "$!" || { cat "$BENCH_TMP/null-$p.log" >&2; bench_die "$srv did not start"; }
         done
-        echo "$srv: ${pin[*]} $exe ${NULL_FLAGS:-}PORT 1 BODY_FILE (one process per body)"
+        echo "$srv: ${envs[*]} ${pin[*]} $exe ${NULL_FLAGS:-}PORT 1 BODY_FILE (one process per body)"
         ;;
     *) bench_die "unknown server '$srv'" ;;
     esac
@@ -139,11 +147,13 @@ load() { # WORKLOAD PORT PATH DURATION -> wrk's output
     pipe16) args=(-s "$BENCH_DIR/pipeline.lua") ;;
     close) args=(-H "Connection: close") ;;
     esac
-    timeout 120 taskset -c "$WRK_CPU" wrk -t1 -c64 -d"$4" "${args[@]}" "http://127.0.0.1:$2$3"
+    # wrk's own user + system time goes to $BENCH_TMP/wrk-time (10 ms units)
+    timeout 120 /usr/bin/time -f '%U %S' -o "$BENCH_TMP/wrk-time" \
+        taskset -c "$WRK_CPU" wrk -t1 -c64 -d"$4" "${args[@]}" "http://127.0.0.1:$2$3"
 }
 
-measure() { # SERVER WORKLOAD -> "requests req/s user_us sys_us oncpu_us"
-    local pid port path u0 s0 r0 u1 s1 r1 out n rps
+measure() { # SERVER WORKLOAD -> "requests req/s user_us sys_us oncpu_us wrk_us"
+    local pid port path u0 s0 r0 u1 s1 r1 out n rps wu ws
     read -r pid port path <<<"$(target "$1" "$2")"
     read -r u0 s0 r0 <<<"$(ticks "$pid")"
     out=$(load "$2" "$port" "$path" "$DURATION") || { echo "$out" >&2; bench_die "wrk failed on $1 $2"; }
@@ -153,9 +163,10 @@ measure() { # SERVER WORKLOAD -> "requests req/s user_us sys_us oncpu_us"
     fi
     n=$(awk '/requests in/ {print $1}' <<<"$out")
     rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
+    read -r wu ws <"$BENCH_TMP/wrk-time"
     python3 -c "import os; hz = os.sysconf('SC_CLK_TCK'); n = $n
 print(n, '$rps', '%.3f' % (($u1 - $u0) / hz * 1e6 / n), '%.3f' % (($s1 - $s0) / hz * 1e6 / n),
-      '%.3f' % (($r1 - $r0) / 1e3 / n))"
+      '%.3f' % (($r1 - $r0) / 1e3 / n), '%.3f' % (($wu + $ws) * 1e6 / n))"
 }
 
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -171,16 +182,16 @@ results=$BENCH_TMP/cpu.txt
 : >"$results"
 read -r -a order <<<"$SERVERS"
 echo
-echo "| workload | round | server | requests | req/s | user µs/req | system µs/req | total µs/req | on-CPU µs/req |"
-echo "|---|---:|---|---:|---:|---:|---:|---:|---:|"
+echo "| workload | round | server | requests | req/s | user µs/req | system µs/req | total µs/req | on-CPU µs/req | wrk µs/req |"
+echo "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"
 for w in $WORKLOADS; do
     for ((i = 1; i <= ROUNDS; i++)); do
         # rotate the order from round to round
         k=$(((i - 1) % ${#order[@]}))
         for srv in "${order[@]:k}" "${order[@]:0:k}"; do
-            read -r n rps u s r <<<"$(measure "$srv" "$w")"
-            echo "$w $i $srv $n $rps $u $s $r" >>"$results"
-            echo "| $w | $i | $srv | $n | $rps | $u | $s | $(python3 -c "print('%.3f' % ($u + $s))") | $r |"
+            read -r n rps u s r c <<<"$(measure "$srv" "$w")"
+            echo "$w $i $srv $n $rps $u $s $r $c" >>"$results"
+            echo "| $w | $i | $srv | $n | $rps | $u | $s | $(python3 -c "print('%.3f' % ($u + $s))") | $r | $c |"
         done
     done
 done
@@ -192,15 +203,15 @@ import statistics, sys
 servers = sys.argv[2].split()
 rows = {}
 for line in open(sys.argv[1]):
-    w, i, srv, n, rps, u, s, r = line.split()
-    rows.setdefault(w, {}).setdefault(srv, {})[i] = (float(u), float(s), float(rps), float(r))
+    w, i, srv, n, rps, u, s, r, c = line.split()
+    rows.setdefault(w, {}).setdefault(srv, {})[i] = (float(u), float(s), float(rps), float(r), float(c))
 first = servers[0]
 print()
 print("Medians over rounds (µs of server CPU per request; range in brackets; "
       "ratio = median of the per-round ratios to %s):" % first)
 print()
-print("| workload | server | total µs/req | user | system | on-CPU µs/req | req/s | ratio to %s |" % first)
-print("|---|---|---:|---:|---:|---:|---:|---:|")
+print("| workload | server | total µs/req | user | system | on-CPU µs/req | wrk µs/req | req/s | ratio to %s |" % first)
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
 for w, by in rows.items():
     for srv in servers:
         r = by[srv]
@@ -208,7 +219,7 @@ for w, by in rows.items():
         ratio = [(r[i][0] + r[i][1]) / (by[first][i][0] + by[first][i][1]) for i in r
                  if by[first][i][0] + by[first][i][1] > 0]
         med = lambda k: statistics.median(x[k] for x in r.values())
-        print("| %s | %s | %.3f (%.3f–%.3f) | %.3f | %.3f | %.3f | %.0f | %s |" % (
-            w, srv, statistics.median(tot), min(tot), max(tot), med(0), med(1), med(3), med(2),
+        print("| %s | %s | %.3f (%.3f–%.3f) | %.3f | %.3f | %.3f | %.3f | %.0f | %s |" % (
+            w, srv, statistics.median(tot), min(tot), max(tot), med(0), med(1), med(3), med(4), med(2),
             "%.3f" % statistics.median(ratio) if srv != first and ratio else "—"))
 EOF
