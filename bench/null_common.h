@@ -38,7 +38,8 @@ static void die(const char *what)
 /* Experiments (bench/RESULTS.md, issue 12), from the environment, all
  * off by default: NULL_CC (congestion control name), NULL_SNDBUF (bytes,
  * SO_SNDBUF, which turns autotuning off), NULL_DEFER (seconds of
- * TCP_DEFER_ACCEPT); accepted sockets inherit them from the listener. */
+ * TCP_DEFER_ACCEPT); accepted sockets inherit them from the listener.
+ * NULL_MINIMAL (any value): the header is Content-Length alone, like -m. */
 static void listen_options(int fd)
 {
     const char *v;

@@ -165,13 +165,14 @@ static void usage(const char *argv0)
 int main(int argc, char **argv)
 {
     int minimal = argc > 1 && strcmp(argv[1], "-m") == 0;
+    bool short_header = minimal || getenv("NULL_MINIMAL"); /* -m, or per server in cpu.sh */
     argv += minimal;
     argc -= minimal;
     if (argc != 4)
         usage(argv[-minimal]);
     port = atoi(argv[1]);
     int threads = atoi(argv[2]);
-    build_responses(argv[3], minimal, false);
+    build_responses(argv[3], short_header, false);
     /* NULL_CHUNK: at most this many bytes per sendfile() call */
     const char *v = getenv("NULL_CHUNK");
     chunk = v ? (size_t)atol(v) : 0;

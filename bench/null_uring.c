@@ -325,6 +325,7 @@ static void check_kernel(void)
 int main(int argc, char **argv)
 {
     int minimal = argc > 1 && strcmp(argv[1], "-m") == 0;
+    bool short_header = minimal || getenv("NULL_MINIMAL"); /* -m, or per server in cpu.sh */
     argv += minimal;
     argc -= minimal;
     if (argc != 4) {
@@ -334,7 +335,7 @@ int main(int argc, char **argv)
     check_kernel();
     port = atoi(argv[1]);
     int threads = atoi(argv[2]);
-    build_responses(argv[3], minimal, true);
+    build_responses(argv[3], short_header, true);
     signal(SIGPIPE, SIG_IGN);
     pthread_t t;
     for (int i = 1; i < threads; i++)
