@@ -35,11 +35,11 @@ static void die(const char *what)
     exit(1);
 }
 
-/* Experiments (bench/RESULTS.md, issue 12), from the environment, all
- * off by default: NULL_CC (congestion control name), NULL_SNDBUF (bytes,
- * SO_SNDBUF, which turns autotuning off), NULL_DEFER (seconds of
- * TCP_DEFER_ACCEPT); accepted sockets inherit them from the listener.
- * NULL_MINIMAL (any value): the header is Content-Length alone, like -m. */
+/* Experiments (bench/RESULTS.md, issue 12), from the environment, the
+ * defaults are the servers' normal behaviour: NULL_CC (congestion control name), NULL_SNDBUF
+ * (bytes, SO_SNDBUF, which turns autotuning off), NULL_DEFER (seconds of TCP_DEFER_ACCEPT, default
+ * 1 as in colibri; 0: off); accepted sockets inherit them from the listener. NULL_MINIMAL (any
+ * value): the header is Content-Length alone, like -m. */
 static void listen_options(int fd)
 {
     const char *v;
@@ -50,8 +50,9 @@ static void listen_options(int fd)
     if ((v = getenv("NULL_SNDBUF")) && (n = atoi(v)) > 0 &&
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &n, sizeof(n)) < 0)
         die("NULL_SNDBUF");
-    if ((v = getenv("NULL_DEFER")) && (n = atoi(v)) > 0 &&
-        setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &n, sizeof(n)) < 0)
+    /* accept only once the request is there, as colibri's listener does */
+    n = (v = getenv("NULL_DEFER")) ? atoi(v) : 1;
+    if (n > 0 && setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &n, sizeof(n)) < 0)
         die("NULL_DEFER");
 }
 

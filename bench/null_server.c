@@ -11,10 +11,16 @@
  * server does not parse: it counts the blank lines that end request heads
  * ("\r\n\r\n") and sends one response per head, all the responses to one
  * read in one write (so pipelining works). A head containing
- * "Connection: close" gets a response saying so, and the connection is
- * closed after it (small bodies only: the large-body path is for keep-alive). Bodies up
- * to 64 KiB are kept in memory and sent with the header in one write;
- * larger ones go as a header with MSG_MORE and one sendfile per response.
+ * "Connection: close" gets a response saying so, sent with MSG_MORE so that
+ * the FIN of the close() that follows leaves in the same segment, as
+ * colibri does (small bodies only: the large-body path is for keep-alive).
+ * Bodies up to 64 KiB are kept in memory and sent with the header in one
+ * write; larger ones go as a header with MSG_MORE and one sendfile per
+ * response. The listening socket has TCP_DEFER_ACCEPT, and a new connection
+ * is read and answered right after accept(); it joins epoll only if it has
+ * to wait, as colibri's do. bench/null_common.h lists the environment
+ * settings for experiments; bench/null_uring.c is the same server on
+ * io_uring.
  *
  * It is not a server anyone should use (no request parsing, no limits, no
  * timeouts); it exists so bench/ceiling.sh can show what wrk -t1 on this
@@ -53,7 +59,10 @@ static int flush(int fd, struct conn *c)
         if (c->close_after) {
             /* the last answer on this connection says so; any other
              * heads in the same read are answered by it alone */
-            ssize_t w = write(fd, small_close + c->sent, small_close_len - c->sent);
+            /* MSG_MORE: the answer waits for the FIN close() adds, and
+             * both leave in one segment, as colibri does */
+            ssize_t w =
+                send(fd, small_close + c->sent, small_close_len - c->sent, MSG_MORE | MSG_NOSIGNAL);
             if (w < 0)
                 return errno == EAGAIN ? 1 : -1;
             c->sent += (size_t)w;
@@ -98,6 +107,32 @@ static int flush(int fd, struct conn *c)
     return 0;
 }
 
+/* Read what fd has and answer it; true when the connection is done. */
+static bool serve(int fd, struct conn *c, char *buf, uint32_t events)
+{
+    bool dead = false;
+    if (events & EPOLLIN) {
+        for (;;) {
+            ssize_t r = read(fd, buf, 65536);
+            if (r > 0) {
+                c->pending += count_heads(&c->state, buf, (size_t)r);
+                if (memmem(buf, (size_t)r, "Connection: close", 17))
+                    c->close_after = 1;
+                if (r < 65536)
+                    break;
+            } else {
+                dead = r == 0 || errno != EAGAIN;
+                break;
+            }
+        }
+    }
+    if (!dead && c->pending) {
+        int f = flush(fd, c);
+        dead = f < 0 || (f == 0 && c->close_after);
+    }
+    return dead || (events & (EPOLLERR | EPOLLHUP));
+}
+
 static void *worker(void *arg)
 {
     (void)arg;
@@ -114,43 +149,29 @@ static void *worker(void *arg)
         int n = epoll_wait(ep, evs, 256, -1);
         for (int i = 0; i < n; i++) {
             int fd = evs[i].data.fd;
-            if (fd < 0) {
-                int c;
-                while ((c = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-                    if (c >= 65536) {
-                        close(c);
-                        continue;
-                    }
-                    conns[c] = (struct conn){0};
-                    ev = (struct epoll_event){.events = EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP,
-                                              .data.fd = c};
-                    epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev);
-                }
+            if (fd >= 0) {
+                if (serve(fd, &conns[fd], buf, evs[i].events))
+                    close(fd);
                 continue;
             }
-            struct conn *c = &conns[fd];
-            int dead = 0;
-            if (evs[i].events & EPOLLIN) {
-                for (;;) {
-                    ssize_t r = read(fd, buf, 65536);
-                    if (r > 0) {
-                        c->pending += count_heads(&c->state, buf, (size_t)r);
-                        if (memmem(buf, (size_t)r, "Connection: close", 17))
-                            c->close_after = 1;
-                        if (r < 65536)
-                            break;
-                    } else {
-                        dead = r == 0 || errno != EAGAIN;
-                        break;
-                    }
+            int c;
+            while ((c = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+                if (c >= 65536) {
+                    close(c);
+                    continue;
                 }
+                /* the request is usually there already (TCP_DEFER_ACCEPT):
+                 * answer it, and join epoll only if there is more to wait
+                 * for, as colibri does */
+                conns[c] = (struct conn){0};
+                if (serve(c, &conns[c], buf, EPOLLIN)) {
+                    close(c);
+                    continue;
+                }
+                ev = (struct epoll_event){.events = EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP,
+                                          .data.fd = c};
+                epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev);
             }
-            if (!dead && c->pending) {
-                int f = flush(fd, c);
-                dead = f < 0 || (f == 0 && c->close_after);
-            }
-            if (dead || (evs[i].events & (EPOLLERR | EPOLLHUP)))
-                close(fd);
         }
     }
     return NULL;

@@ -117,7 +117,9 @@ static void start_send(struct worker *w, int fd)
         len = small_len * c->in_send;
     }
     struct io_uring_sqe *sqe = sqe_get(w);
-    io_uring_prep_send(sqe, fd, p + c->sent, len - c->sent, MSG_NOSIGNAL);
+    /* the close answer waits (MSG_MORE) for the FIN of the close */
+    io_uring_prep_send(sqe, fd, p + c->sent, len - c->sent,
+                       MSG_NOSIGNAL | (c->close_after ? MSG_MORE : 0));
     io_uring_sqe_set_data64(sqe, ud(OP_SEND, fd));
     c->sending = true;
 }
