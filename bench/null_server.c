@@ -31,12 +31,14 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/sendfile.h>
+#include <sys/uio.h>
 
 #include "null_common.h"
 
 #define MAX_BATCH 64 /* responses per write for small bodies */
 
-static size_t chunk; /* NULL_CHUNK, 0: no limit */
+static size_t chunk;     /* NULL_CHUNK, 0: no limit */
+static char *split_body; /* NULL_SPLIT: the body in a buffer of its own */
 
 struct conn {
     unsigned pending; /* responses owed */
@@ -76,7 +78,16 @@ static int flush(int fd, struct conn *c)
              * stays inside the (same or longer) batch */
             unsigned k = c->pending < MAX_BATCH ? c->pending : MAX_BATCH;
             size_t total = small_len * k;
-            ssize_t w = write(fd, batch + c->sent, total - c->sent);
+            ssize_t w;
+            if (split_body && k == 1 && c->sent == 0) {
+                /* NULL_SPLIT: header and body from two buffers, as colibri
+                 * writes a cached file (the rest of a partial write comes
+                 * from the batch, which holds the same bytes) */
+                struct iovec iov[2] = {{header, header_len}, {split_body, body_len}};
+                w = writev(fd, iov, 2);
+            } else {
+                w = write(fd, batch + c->sent, total - c->sent);
+            }
             if (w < 0)
                 return errno == EAGAIN ? 1 : -1;
             c->sent += (size_t)w;
@@ -197,6 +208,16 @@ int main(int argc, char **argv)
     /* NULL_CHUNK: at most this many bytes per sendfile() call */
     const char *v = getenv("NULL_CHUNK");
     chunk = v ? (size_t)atol(v) : 0;
+    /* NULL_SPLIT=N: single responses go as writev(header, body) with the
+     * body at N bytes past a 4 KiB boundary (N = the header length: the
+     * body keeps the alignment it has in one contiguous buffer) */
+    if ((v = getenv("NULL_SPLIT")) && body_len <= SMALL_MAX) {
+        char *p = aligned_alloc(4096, body_len + 8192);
+        if (!p)
+            die("aligned_alloc");
+        split_body = p + atol(v) % 4096;
+        memcpy(split_body, small + header_len, body_len);
+    }
     signal(SIGPIPE, SIG_IGN);
     pthread_t t;
     for (int i = 1; i < threads; i++)
