@@ -11,43 +11,34 @@
  * server does not parse: it counts the blank lines that end request heads
  * ("\r\n\r\n") and sends one response per head, all the responses to one
  * read in one write (so pipelining works). A head containing
- * "Connection: close" gets a response saying so, and the connection is
- * closed after it (small bodies only: the large-body path is for keep-alive). Bodies up
- * to 64 KiB are kept in memory and sent with the header in one write;
- * larger ones go as a header with MSG_MORE and one sendfile per response.
+ * "Connection: close" gets a response saying so, sent with MSG_MORE so that
+ * the FIN of the close() that follows leaves in the same segment, as
+ * colibri does (small bodies only: the large-body path is for keep-alive).
+ * Bodies up to 64 KiB are kept in memory and sent with the header in one
+ * write; larger ones go as a header with MSG_MORE and one sendfile per
+ * response. The listening socket has TCP_DEFER_ACCEPT, and a new connection
+ * is read and answered right after accept(); it joins epoll only if it has
+ * to wait, as colibri's do. bench/null_common.h lists the environment
+ * settings for experiments; bench/null_uring.c is the same server on
+ * io_uring.
  *
  * It is not a server anyone should use (no request parsing, no limits, no
  * timeouts); it exists so bench/ceiling.sh can show what wrk -t1 on this
  * machine can measure at all. Threads: one epoll and one SO_REUSEPORT
  * listening socket each, edge-triggered, as colibri does. */
 #include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdbool.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/epoll.h>
 #include <sys/sendfile.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <sys/uio.h>
 
-#define SMALL_MAX (64 * 1024)
+#include "null_common.h"
+
 #define MAX_BATCH 64 /* responses per write for small bodies */
 
-static int port;
-static int body_fd;
-static size_t body_len;
-static char *small;       /* header + body, for small bodies */
-static size_t small_len;  /* its length */
-static char *small_close; /* the same with "Connection: close" */
-static size_t small_close_len;
-static char header[512];
-static size_t header_len;
+static size_t chunk;     /* NULL_CHUNK, 0: no limit */
+static char *split_body; /* NULL_SPLIT: the body in a buffer of its own */
 
 struct conn {
     unsigned pending; /* responses owed */
@@ -55,47 +46,6 @@ struct conn {
     size_t sent;      /* bytes of the response (or batch) in progress already sent */
     int close_after;  /* a head asked for Connection: close */
 };
-
-static void die(const char *what)
-{
-    perror(what);
-    exit(1);
-}
-
-static int listen_socket(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int one = 1;
-    if (fd < 0)
-        die("socket");
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 4096) < 0)
-        die("bind/listen");
-    return fd;
-}
-
-/* Count request heads in buf, carrying the partial match over reads. */
-static unsigned count_heads(struct conn *c, const char *buf, size_t n)
-{
-    static const char end[] = "\r\n\r\n";
-    unsigned heads = 0, s = c->state;
-    for (size_t i = 0; i < n; i++) {
-        if (buf[i] == end[s]) {
-            if (++s == 4) {
-                heads++;
-                s = 0;
-            }
-        } else {
-            s = buf[i] == '\r';
-        }
-    }
-    c->state = s;
-    return heads;
-}
 
 /* Send what is owed; 0 when all is sent, 1 on EAGAIN, -1 on error. */
 static int flush(int fd, struct conn *c)
@@ -111,7 +61,10 @@ static int flush(int fd, struct conn *c)
         if (c->close_after) {
             /* the last answer on this connection says so; any other
              * heads in the same read are answered by it alone */
-            ssize_t w = write(fd, small_close + c->sent, small_close_len - c->sent);
+            /* MSG_MORE: the answer waits for the FIN close() adds, and
+             * both leave in one segment, as colibri does */
+            ssize_t w =
+                send(fd, small_close + c->sent, small_close_len - c->sent, MSG_MORE | MSG_NOSIGNAL);
             if (w < 0)
                 return errno == EAGAIN ? 1 : -1;
             c->sent += (size_t)w;
@@ -125,7 +78,16 @@ static int flush(int fd, struct conn *c)
              * stays inside the (same or longer) batch */
             unsigned k = c->pending < MAX_BATCH ? c->pending : MAX_BATCH;
             size_t total = small_len * k;
-            ssize_t w = write(fd, batch + c->sent, total - c->sent);
+            ssize_t w;
+            if (split_body && k == 1 && c->sent == 0) {
+                /* NULL_SPLIT: header and body from two buffers, as colibri
+                 * writes a cached file (the rest of a partial write comes
+                 * from the batch, which holds the same bytes) */
+                struct iovec iov[2] = {{header, header_len}, {split_body, body_len}};
+                w = writev(fd, iov, 2);
+            } else {
+                w = write(fd, batch + c->sent, total - c->sent);
+            }
             if (w < 0)
                 return errno == EAGAIN ? 1 : -1;
             c->sent += (size_t)w;
@@ -142,7 +104,8 @@ static int flush(int fd, struct conn *c)
             w = send(fd, header + c->sent, header_len - c->sent, MSG_MORE);
         } else {
             off_t off = (off_t)(c->sent - header_len);
-            w = sendfile(fd, body_fd, &off, body_len - (size_t)off);
+            size_t left = body_len - (size_t)off;
+            w = sendfile(fd, body_fd, &off, chunk && chunk < left ? chunk : left);
         }
         if (w < 0)
             return errno == EAGAIN ? 1 : -1;
@@ -153,6 +116,32 @@ static int flush(int fd, struct conn *c)
         }
     }
     return 0;
+}
+
+/* Read what fd has and answer it; true when the connection is done. */
+static bool serve(int fd, struct conn *c, char *buf, uint32_t events)
+{
+    bool dead = false;
+    if (events & EPOLLIN) {
+        for (;;) {
+            ssize_t r = read(fd, buf, 65536);
+            if (r > 0) {
+                c->pending += count_heads(&c->state, buf, (size_t)r);
+                if (memmem(buf, (size_t)r, "Connection: close", 17))
+                    c->close_after = 1;
+                if (r < 65536)
+                    break;
+            } else {
+                dead = r == 0 || errno != EAGAIN;
+                break;
+            }
+        }
+    }
+    if (!dead && c->pending) {
+        int f = flush(fd, c);
+        dead = f < 0 || (f == 0 && c->close_after);
+    }
+    return dead || (events & (EPOLLERR | EPOLLHUP));
 }
 
 static void *worker(void *arg)
@@ -171,43 +160,29 @@ static void *worker(void *arg)
         int n = epoll_wait(ep, evs, 256, -1);
         for (int i = 0; i < n; i++) {
             int fd = evs[i].data.fd;
-            if (fd < 0) {
-                int c;
-                while ((c = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-                    if (c >= 65536) {
-                        close(c);
-                        continue;
-                    }
-                    conns[c] = (struct conn){0};
-                    ev = (struct epoll_event){.events = EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP,
-                                              .data.fd = c};
-                    epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev);
-                }
+            if (fd >= 0) {
+                if (serve(fd, &conns[fd], buf, evs[i].events))
+                    close(fd);
                 continue;
             }
-            struct conn *c = &conns[fd];
-            int dead = 0;
-            if (evs[i].events & EPOLLIN) {
-                for (;;) {
-                    ssize_t r = read(fd, buf, 65536);
-                    if (r > 0) {
-                        c->pending += count_heads(c, buf, (size_t)r);
-                        if (memmem(buf, (size_t)r, "Connection: close", 17))
-                            c->close_after = 1;
-                        if (r < 65536)
-                            break;
-                    } else {
-                        dead = r == 0 || errno != EAGAIN;
-                        break;
-                    }
+            int c;
+            while ((c = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+                if (c >= 65536) {
+                    close(c);
+                    continue;
                 }
+                /* the request is usually there already (TCP_DEFER_ACCEPT):
+                 * answer it, and join epoll only if there is more to wait
+                 * for, as colibri does */
+                conns[c] = (struct conn){0};
+                if (serve(c, &conns[c], buf, EPOLLIN)) {
+                    close(c);
+                    continue;
+                }
+                ev = (struct epoll_event){.events = EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP,
+                                          .data.fd = c};
+                epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev);
             }
-            if (!dead && c->pending) {
-                int f = flush(fd, c);
-                dead = f < 0 || (f == 0 && c->close_after);
-            }
-            if (dead || (evs[i].events & (EPOLLERR | EPOLLHUP)))
-                close(fd);
         }
     }
     return NULL;
@@ -222,50 +197,26 @@ static void usage(const char *argv0)
 int main(int argc, char **argv)
 {
     int minimal = argc > 1 && strcmp(argv[1], "-m") == 0;
+    bool short_header = minimal || getenv("NULL_MINIMAL"); /* -m, or per server in cpu.sh */
     argv += minimal;
     argc -= minimal;
     if (argc != 4)
         usage(argv[-minimal]);
     port = atoi(argv[1]);
     int threads = atoi(argv[2]);
-    body_fd = open(argv[3], O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (body_fd < 0 || fstat(body_fd, &st) < 0)
-        die(argv[3]);
-    body_len = (size_t)st.st_size;
-    /* The header fields the issues require of colibri, with values of the
-     * real lengths; the Date is not updated (its length is what counts). */
-    static const char date[] = "Sun, 22 Nov 2026 06:00:00 GMT";
-    const char *slash = strrchr(argv[3], '/');
-    bool text = strstr(slash ? slash : argv[3], ".txt") != NULL;
-    if (minimal)
-        header_len = (size_t)snprintf(header, sizeof(header),
-                                      "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", body_len);
-    else if (text)
-        header_len = (size_t)snprintf(header, sizeof(header),
-                                      "HTTP/1.1 200 OK\r\nDate: %s\r\n"
-                                      "Content-Type: text/plain\r\nContent-Length: %zu\r\n\r\n",
-                                      date, body_len);
-    else
-        header_len = (size_t)snprintf(
-            header, sizeof(header),
-            "HTTP/1.1 200 OK\r\nDate: %s\r\nContent-Type: application/octet-stream\r\n"
-            "Content-Length: %zu\r\nLast-Modified: %s\r\nETag: \"%016llx-%zx\"\r\n\r\n",
-            date, body_len, date, (unsigned long long)st.st_mtime, body_len);
-    if (body_len <= SMALL_MAX) {
-        small_len = header_len + body_len;
-        if (!(small = malloc(small_len)))
-            die("malloc");
-        memcpy(small, header, header_len);
-        if (pread(body_fd, small + header_len, body_len, 0) != (ssize_t)body_len)
-            die("pread");
-        static const char cc[] = "Connection: close\r\n";
-        small_close_len = small_len + sizeof(cc) - 1;
-        if (!(small_close = malloc(small_close_len)))
-            die("malloc");
-        memcpy(small_close, header, header_len - 2);
-        memcpy(small_close + header_len - 2, cc, sizeof(cc) - 1);
-        memcpy(small_close + header_len - 2 + sizeof(cc) - 1, small + header_len - 2, body_len + 2);
+    build_responses(argv[3], short_header, false);
+    /* NULL_CHUNK: at most this many bytes per sendfile() call */
+    const char *v = getenv("NULL_CHUNK");
+    chunk = v ? (size_t)atol(v) : 0;
+    /* NULL_SPLIT=N: single responses go as writev(header, body) with the
+     * body at N bytes past a 4 KiB boundary (N = the header length: the
+     * body keeps the alignment it has in one contiguous buffer) */
+    if ((v = getenv("NULL_SPLIT")) && body_len <= SMALL_MAX) {
+        char *p = aligned_alloc(4096, body_len + 8192);
+        if (!p)
+            die("aligned_alloc");
+        split_body = p + atol(v) % 4096;
+        memcpy(split_body, small + header_len, body_len);
     }
     signal(SIGPIPE, SIG_IGN);
     pthread_t t;
