@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import faulthook
 from rawhttp import RawConn
 
 REPO = Path(__file__).resolve().parents[2]
@@ -100,6 +101,7 @@ def default_site(root):
 class Server:
     def __init__(self, base, name, overrides, site, args, host):
         self.base = base
+        self.name = name
         self.host = host
         self.port = free_port(host)
         self.root = base / "wwwroot"
@@ -124,6 +126,7 @@ class Server:
         self._out = open(self.stdout_path, "wb")
         env = dict(os.environ)
         env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
+        env = faulthook.server_env(env, base, name)
         self.proc = subprocess.Popen(
             [str(binary), "-c", str(self.config)] + list(args),
             env=env,
@@ -145,6 +148,7 @@ class Server:
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                faulthook.start_failed(self, self.proc.returncode, "exited")
                 pytest.fail(
                     "colibri exited with %s at start-up; stderr:\n%s"
                     % (self.proc.returncode, self.stderr())
@@ -154,6 +158,7 @@ class Server:
                 return
             except OSError:
                 time.sleep(0.02)
+        faulthook.start_failed(self, None, "not accepting")
         self.proc.kill()
         pytest.fail("colibri did not accept connections within %.0f s; stderr:\n%s" % (START_TIMEOUT, self.stderr()))
 
@@ -219,6 +224,7 @@ def make_server(tmp_path):
 
     problems = []
     for s in servers:
+        faulthook.check(s, STOP_TIMEOUT)  # only with FAULT_LIB (tests/fault)
         was_running = s.proc.poll() is None
         rc = s.stop()
         if was_running and rc != 0:
