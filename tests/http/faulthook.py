@@ -167,7 +167,16 @@ def _probe(server):
 
 def start_failed(server, rc, why):
     if LIB:
-        _report({"server": server.name, "phase": "start", "rc": rc, "why": why, "stderr": server.stderr()[-600:]})
+        _report(
+            {
+                "server": server.name,
+                "phase": "start",
+                "rc": rc,
+                "why": why,
+                "injected": _injected(server),
+                "stderr": server.stderr()[-600:],
+            }
+        )
 
 
 def check(server, stop_timeout):
@@ -198,11 +207,11 @@ def check(server, stop_timeout):
             if record or base is None:
                 if now != prev:
                     prev, stable_since = now, time.monotonic()
-                elif time.monotonic() - stable_since > 0.3:
+                elif time.monotonic() - stable_since > 0.1:
                     break
             elif not _excess(now, base):
                 break
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline - (SETTLE_TIMEOUT - 1.0 if record or base is None else 0):
                 break
             time.sleep(0.05)
         line["fds"] = dict(now) if now is not None else None

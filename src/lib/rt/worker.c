@@ -429,19 +429,22 @@ static void acceptor_apply(struct acceptor *a, int epfd)
     }
 }
 
-void acceptor_run(struct acceptor *a, struct worker *workers, unsigned n, volatile int *stop)
+int acceptor_run(struct acceptor *a, struct worker *workers, unsigned n, volatile int *stop)
 {
-    int epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (epfd < 0)
-        return;
+    bool *woken = calloc(n, sizeof(bool));
+    int epfd = woken ? epoll_create1(EPOLL_CLOEXEC) : -1;
+    if (epfd < 0) {
+        int e = woken ? -errno : -ENOMEM;
+        free(woken);
+        return e;
+    }
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_WAKE};
     epoll_ctl(epfd, EPOLL_CTL_ADD, a->wake_fd, &ev);
     /* every listener comes as a queued change, those added before it ran
      * too (nothing applies them before) */
     acceptor_apply(a, epfd);
     int spare = spare_open();
-    bool *woken = calloc(n, sizeof(bool));
-    while (!*stop && woken) {
+    while (!*stop) {
         struct epoll_event events[16];
         int k = epoll_wait(epfd, events, (int)N_ELEMENTS(events), -1);
         bool changes = false;
@@ -488,6 +491,7 @@ void acceptor_run(struct acceptor *a, struct worker *workers, unsigned n, volati
     if (spare >= 0)
         close(spare);
     close(epfd);
+    return 0;
 }
 
 void acceptor_destroy(struct acceptor *a)

@@ -143,8 +143,9 @@ void acceptor_init(struct acceptor *a, int wake_fd);
 int acceptor_add_listener(struct acceptor *a, unsigned idx, int fd);
 /* Stop accepting on listener idx and close its fd. */
 void acceptor_remove_listener(struct acceptor *a, unsigned idx);
-/* Runs on the calling thread until *stop is set and wake_fd written. */
-void acceptor_run(struct acceptor *a, struct worker *workers, unsigned n, volatile int *stop);
+/* Runs on the calling thread until *stop is set and wake_fd written: 0,
+ * or -errno at once when it cannot start (the caller stops the server). */
+int acceptor_run(struct acceptor *a, struct worker *workers, unsigned n, volatile int *stop);
 /* Closes every listener it still holds (new connections are refused at
  * once) and frees what is queued. */
 void acceptor_destroy(struct acceptor *a);
