@@ -343,7 +343,8 @@ static void accept_burst(struct worker *w, int lfd, uint16_t listener)
 struct acceptor_change {
     struct acceptor_change *next;
     unsigned idx;
-    int fd; /* >= 0: add it; -1: remove idx */
+    int fd;     /* >= 0: add it; -1: remove idx */
+    int *table; /* an add's room for idx + 8 fds, allocated by the caller */
 };
 
 void acceptor_init(struct acceptor *a, int wake_fd)
@@ -355,9 +356,13 @@ void acceptor_init(struct acceptor *a, int wake_fd)
 static int acceptor_queue(struct acceptor *a, unsigned idx, int fd)
 {
     struct acceptor_change *c = malloc(sizeof(*c));
-    if (!c)
+    int *table = fd >= 0 ? malloc((idx + 8) * sizeof(int)) : NULL;
+    if (!c || (fd >= 0 && !table)) {
+        free(c);
+        free(table);
         return -ENOMEM;
-    *c = (struct acceptor_change){.idx = idx, .fd = fd};
+    }
+    *c = (struct acceptor_change){.idx = idx, .fd = fd, .table = table};
     pthread_mutex_lock(&a->lock);
     struct acceptor_change **tail = &a->changes;
     while (*tail)
@@ -394,24 +399,19 @@ static void acceptor_apply(struct acceptor *a, int epfd)
     pthread_mutex_unlock(&a->lock);
     while (c) {
         struct acceptor_change *next = c->next;
-        if (c->idx >= a->n_fds) {
+        if (c->idx >= a->n_fds && c->table) {
+            /* the table grows into the room the caller allocated */
             unsigned n = c->idx + 8;
-            int *fds = realloc(a->fds, n * sizeof(*fds));
-            if (!fds) {
-                log_msg(LOG_ERROR, "acceptor: out of memory: listener %u ignored", c->idx);
-                if (c->fd >= 0)
-                    close(c->fd);
-                free(c);
-                c = next;
-                continue;
-            }
-            for (unsigned i = a->n_fds; i < n; i++)
-                fds[i] = -1;
-            a->fds = fds;
+            for (unsigned i = 0; i < n; i++)
+                c->table[i] = i < a->n_fds ? a->fds[i] : -1;
+            free(a->fds);
+            a->fds = c->table;
             a->n_fds = n;
+            c->table = NULL;
         }
-        int *slot = &a->fds[c->idx];
-        if (*slot >= 0) { /* removed, or replaced */
+        /* an add always has its slot; a remove beyond the table has nothing */
+        int *slot = c->idx < a->n_fds ? &a->fds[c->idx] : NULL;
+        if (slot && *slot >= 0) { /* removed, or replaced */
             if (epfd >= 0)
                 epoll_ctl(epfd, EPOLL_CTL_DEL, *slot, NULL);
             close(*slot);
@@ -424,6 +424,7 @@ static void acceptor_apply(struct acceptor *a, int epfd)
                 log_msg(LOG_ERROR, "acceptor: listener %u: epoll_ctl: %s", c->idx, strerror(errno));
             *slot = c->fd;
         }
+        free(c->table);
         free(c);
         c = next;
     }
