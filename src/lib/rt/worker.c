@@ -291,10 +291,13 @@ static int spare_open(void)
 /* One connection from a listening socket, or -1 when there is none to take
  * now (EAGAIN, or an error the next wake-up may not have). Out of fds, the
  * pending connection would keep the level-triggered socket readable and
- * spin the caller: the spare fd makes room to accept it and close it. */
+ * spin the caller: the spare fd makes room to accept it and close it.
+ * Aborted connections are skipped, a bounded number of them: a flood of
+ * them must not keep the worker from its other connections (the socket
+ * stays readable, and epoll reports it again). */
 static int accept_one(int lfd, int *spare, struct conn_peer *peers, uint32_t max_fds)
 {
-    for (;;) {
+    for (int tries = 0; tries < 64; tries++) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
         int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -327,6 +330,7 @@ static int accept_one(int lfd, int *spare, struct conn_peer *peers, uint32_t max
         if (fd < 0)
             return -1;
     }
+    return -1;
 }
 
 static void accept_burst(struct worker *w, int lfd, uint16_t listener)
