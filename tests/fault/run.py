@@ -180,6 +180,8 @@ def judge(hung, reports, out):
             elif not re.search(r"colibri: .*\S", r.get("stderr", "")):
                 problems.append("%s: exited %d at start-up without saying why" % (who, rc))
             continue
+        if rc is not None and rc > 0 and re.search(r"^colibri: \S", r.get("stderr", ""), re.M):
+            continue  # a start-up failure after the port was bound (the pid file): said, exit 1
         if rc is not None and rc < 0:
             problems.append("%s: died with signal %d" % (who, -rc))
         elif r.get("was_running") and rc is None:

@@ -180,6 +180,7 @@ class Server:
         return self.stderr_path.read_bytes().decode("utf-8", "replace")
 
     def send_signal(self, sig=signal.SIGTERM):
+        faulthook.signalled(self, sig)
         self.proc.send_signal(sig)
 
     def wait(self, timeout=STOP_TIMEOUT):

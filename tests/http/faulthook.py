@@ -19,6 +19,7 @@ import collections
 import json
 import os
 import re
+import signal
 import socket
 import time
 import uuid
@@ -165,6 +166,11 @@ def _probe(server):
         return "no answer: %s" % e
 
 
+def signalled(server, sig):
+    if sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+        server.stop_signalled = True
+
+
 def start_failed(server, rc, why):
     if LIB:
         _report(
@@ -186,7 +192,13 @@ def check(server, stop_timeout):
         return
     was_running = server.proc.poll() is None
     line = {"server": server.name, "phase": "teardown", "was_running": was_running}
-    if was_running:
+    if was_running and getattr(server, "stop_signalled", False):
+        # the test told it to stop (and failed before it saw it exit):
+        # it stops, and is judged by how
+        line["probe"] = "ok"
+        line["injected"] = _injected(server)
+        rc = server.stop(timeout=stop_timeout)
+    elif was_running:
         try:
             with open(server.base / ("%s.faultctl" % server.name), "r+b") as f:
                 f.write(b"0")

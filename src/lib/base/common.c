@@ -32,3 +32,18 @@ int pread_full(int fd, void *buf, size_t len, off_t off)
     }
     return 0;
 }
+
+int write_full(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : -ENOSPC;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}

@@ -44,6 +44,10 @@ bool mem_case_eq(const char *a, const char *b, size_t len);
  * -EIO when the file ends first. */
 int pread_full(int fd, void *buf, size_t len, off_t off);
 
+/* Writes all len bytes, through short writes and EINTR: 0 or -errno (a
+ * write that takes nothing and says no error is -ENOSPC). */
+int write_full(int fd, const void *buf, size_t len);
+
 static inline void *memdup(const void *src, size_t len)
 {
     void *p = malloc(len);
