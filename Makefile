@@ -85,7 +85,7 @@ blackbox: build asan test-deps
 # Fault injection (tests/fault): a -O1 build without sanitizers (ASan owns
 # malloc) and an LD_PRELOAD library; every call site of malloc & co, open,
 # mmap, read, write(v), send, sendfile, accept4 that the black-box suite
-# reaches fails in turn under the tests that reach it. ~15 min; not in `make test`.
+# reaches fails in turn under the tests that reach it. 5-13 min; not in `make test`.
 FAULT_BUILD ?= build-fault
 $(FAULT_BUILD)/build.ninja:
 	cmake -S . -B $(FAULT_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
