@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+import faulthook
 from rawhttp import RawConn
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,6 +106,7 @@ class Server:
 
     def __init__(self, base, name, overrides, site, args, host):
         self.base = base
+        self.name = name
         self.host = host
         self.port = free_port(host)
         self.root = base / "wwwroot"
@@ -131,6 +133,7 @@ class Server:
         self._out = open(self.stdout_path, "wb")
         env = dict(os.environ)
         env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
+        env = faulthook.server_env(env, base, name)
         self.proc = subprocess.Popen(
             [str(binary), "-c", str(self.config)] + list(args),
             env=env,
@@ -152,6 +155,7 @@ class Server:
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                faulthook.start_failed(self, self.proc.returncode, "exited")
                 pytest.fail(
                     "%s exited with %s at start-up; stderr:\n%s"
                     % (self.name, self.proc.returncode, self.stderr())
@@ -161,6 +165,7 @@ class Server:
                 return
             except OSError:
                 time.sleep(0.02)
+        faulthook.start_failed(self, None, "not accepting")
         self.proc.kill()
         pytest.fail("%s did not accept connections within %.0f s; stderr:\n%s" % (self.name, START_TIMEOUT, self.stderr()))
 
@@ -182,6 +187,7 @@ class Server:
         return self.stderr_path.read_bytes().decode("utf-8", "replace")
 
     def send_signal(self, sig=signal.SIGTERM):
+        faulthook.signalled(self, sig)
         self.proc.send_signal(sig)
 
     def wait(self, timeout=STOP_TIMEOUT):
@@ -232,6 +238,7 @@ def stop_all(servers):
     on its own with another status or left a sanitizer report."""
     problems = []
     for s in servers:
+        faulthook.check(s, STOP_TIMEOUT)  # only with FAULT_LIB (tests/fault)
         was_running = s.proc.poll() is None
         rc = s.stop()
         if was_running and rc != 0:

@@ -1,5 +1,8 @@
 #include "base/common.h"
 
+#include <errno.h>
+#include <unistd.h>
+
 bool mem_case_eq(const char *a, const char *b, size_t len)
 {
     for (size_t i = 0; i < len; i++) {
@@ -12,4 +15,35 @@ bool mem_case_eq(const char *a, const char *b, size_t len)
             return false;
     }
     return true;
+}
+
+int pread_full(int fd, void *buf, size_t len, off_t off)
+{
+    char *p = buf;
+    while (len) {
+        ssize_t n = pread(fd, p, len, off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : -EIO; /* shorter than the caller was told */
+        p += n;
+        len -= (size_t)n;
+        off += n;
+    }
+    return 0;
+}
+
+int write_full(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : -ENOSPC;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -38,6 +39,14 @@ static inline bool view_eq(struct view v, const char *s, size_t len)
 
 /* ASCII case-insensitive equality of two byte ranges of the same length. */
 bool mem_case_eq(const char *a, const char *b, size_t len);
+
+/* Reads len bytes at off, through short reads and EINTR: 0, -errno, or
+ * -EIO when the file ends first. */
+int pread_full(int fd, void *buf, size_t len, off_t off);
+
+/* Writes all len bytes, through short writes and EINTR: 0 or -errno (a
+ * write that takes nothing and says no error is -ENOSPC). */
+int write_full(int fd, const void *buf, size_t len);
 
 static inline void *memdup(const void *src, size_t len)
 {

@@ -62,7 +62,7 @@ static void vlog(enum log_level level, uint32_t suppressed, const char *fmt, va_
             n = (size_t)m;
         }
     }
-    ssize_t w = write(the_fd, out, n);
+    int w = write_full(the_fd, out, n);
     (void)w; /* nowhere left to report to */
 }
 

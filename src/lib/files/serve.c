@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/common.h"
 #include "base/log.h"
 #include "base/strbuf.h"
 #include "http/cond.h"
@@ -71,21 +72,6 @@ static void add_expires(const struct files *f, struct colibri_response *resp)
     colibri_resp_header_lines(resp, line, sizeof(line));
 }
 
-static int pread_full(int fd, char *buf, size_t len, uint64_t off)
-{
-    while (len) {
-        ssize_t n = pread(fd, buf, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return n < 0 ? -errno : -EIO; /* shorter than its entry says */
-        buf += n;
-        len -= (size_t)n;
-        off += (uint64_t)n;
-    }
-    return 0;
-}
-
 static int multipart(struct colibri_response *resp, const struct fentry *e, const struct variant *v,
                      const struct http_range *r, unsigned n)
 {
@@ -112,7 +98,7 @@ static int multipart(struct colibri_response *resp, const struct fentry *e, cons
         if (v->body) {
             strbuf_append(&body, v->body->data + r[i].first, len);
         } else {
-            if (pread_full(v->fd, body.buf + body.len, len, r[i].first) < 0) {
+            if (pread_full(v->fd, body.buf + body.len, len, (off_t)r[i].first) < 0) {
                 status = 500;
                 goto out_free;
             }

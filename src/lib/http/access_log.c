@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/common.h"
 #include "base/itoa.h"
 #include "base/log.h"
 #include "http/request.h"
@@ -190,10 +191,9 @@ void http_access_log_flush(struct http_worker *hw)
     struct strbuf *b = &hw->log;
     if (!b->len)
         return;
-    ssize_t n = write(hw->cfg->access_log_fd, b->buf, b->len);
-    if (n != (ssize_t)b->len) {
-        /* a short write left part of a line: count the buffer as lost */
-        int e = n < 0 ? errno : ENOSPC;
+    int e = -write_full(hw->cfg->access_log_fd, b->buf, b->len);
+    if (e) {
+        /* what did not go out may be part of a line: count the buffer as lost */
         uint64_t total = atomic_fetch_add(&dropped, hw->log_lines) + hw->log_lines;
         LOG_LIMITED(LOG_ERROR, "access log: write failed: %s (%llu lines dropped so far)",
                     strerror(e), (unsigned long long)total);

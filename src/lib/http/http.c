@@ -242,8 +242,14 @@ static void on_timeout(struct conn_ctx *ctx)
     n += HTTP_DATE_HDR_LEN;
     memcpy(buf + n, tail, sizeof(tail) - 1);
     n += sizeof(tail) - 1;
-    ssize_t sent = send(ctx->fd, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-    (void)sent;
+    /* best effort, without waiting: the connection closes after it */
+    for (size_t off = 0; off < n;) {
+        ssize_t sent = send(ctx->fd, buf + off, n - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (sent > 0)
+            off += (size_t)sent;
+        else if (sent == 0 || errno != EINTR)
+            break;
+    }
 }
 
 /* The client hung up while the handler waited (conn_close() then unwinds

@@ -228,10 +228,13 @@ static int post_all(struct colibri_channel *ch, struct ps_msg *msg)
         atomic_fetch_add_explicit(&ch->refs, 1, memory_order_relaxed);
         if (msg)
             atomic_fetch_add_explicit(&msg->refs, 1, memory_order_relaxed);
-        if (worker_post(s->w, deliver, post_drop, p) < 0) {
+        struct worker_cmd *c = worker_cmd_new(deliver, post_drop, p);
+        if (!c) {
             post_free(p);
             r = -ENOMEM;
+            continue;
         }
+        worker_post(s->w, c);
     }
     return r;
 }

@@ -328,8 +328,7 @@ int colibri_resp_sendfile(struct colibri_response *resp, int status, const char 
         /* small: read it behind the header, one writev for both */
         if (strbuf_reserve(&ctx->out, len) < 0)
             coro_abort(ctx->coro);
-        ssize_t n = pread(fd, ctx->out.buf + ctx->out.len, len, offset);
-        if (n != (ssize_t)len)
+        if (pread_full(fd, ctx->out.buf + ctx->out.len, len, offset) < 0)
             coro_abort(ctx->coro); /* the file changed under us: the length is promised */
         ctx->out.len += len;
         ctx->out.buf[ctx->out.len] = '\0';

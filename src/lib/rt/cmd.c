@@ -38,13 +38,18 @@ void run_cmds(struct worker *w)
     }
 }
 
-int worker_post(struct worker *w, void (*fn)(struct worker *w, void *arg), void (*drop)(void *arg),
-                void *arg)
+struct worker_cmd *worker_cmd_new(void (*fn)(struct worker *w, void *arg), void (*drop)(void *arg),
+                                  void *arg)
 {
     struct worker_cmd *c = malloc(sizeof(*c));
-    if (!c)
-        return -ENOMEM;
-    *c = (struct worker_cmd){.fn = fn, .drop = drop, .arg = arg};
+    if (c)
+        *c = (struct worker_cmd){.fn = fn, .drop = drop, .arg = arg};
+    return c;
+}
+
+void worker_post(struct worker *w, struct worker_cmd *c)
+{
+    c->next = NULL;
     pthread_mutex_lock(&w->cmd_lock);
     *w->cmds_tail = c;
     w->cmds_tail = &c->next;
@@ -53,7 +58,6 @@ int worker_post(struct worker *w, void (*fn)(struct worker *w, void *arg), void 
     uint64_t one = 1;
     ssize_t r = write(w->wake_fd, &one, sizeof(one));
     (void)r; /* fails only when the counter is saturated: it is awake */
-    return 0;
 }
 
 /* The grace period ended: what waited for it runs, in the order asked. */
@@ -76,28 +80,28 @@ void quiesce_release(struct worker *w, struct conn_ctx *ctx)
         quiesce_done(w);
 }
 
-int worker_quiesce(struct worker *w, void (*fn)(struct worker *w, void *arg), void *arg)
+void worker_quiesce(struct worker *w, struct worker_cmd *c)
 {
-    if (w->stopping)
-        return 0; /* dropped: nothing will be freed before the worker ends */
-    for (struct conn_ctx *c = w->all_ctx; c; c = c->all_next)
+    if (w->stopping) {
+        free(c); /* dropped: nothing will be freed before the worker ends */
+        return;
+    }
+    for (struct conn_ctx *x = w->all_ctx; x; x = x->all_next)
         /* a parked context (conn_park) is between requests: no run */
-        if (c->fd >= 0 && !c->held && !c->parked) {
-            c->held = true;
+        if (x->fd >= 0 && !x->held && !x->parked) {
+            x->held = true;
             w->n_held++;
         }
     if (!w->n_held) {
-        fn(w, arg);
-        return 0;
+        c->fn(w, c->arg);
+        free(c);
+        return;
     }
-    struct worker_cmd *c = malloc(sizeof(*c)), **tail = &w->quiesced;
-    if (!c)
-        return -ENOMEM;
-    *c = (struct worker_cmd){.fn = fn, .arg = arg};
+    struct worker_cmd **tail = &w->quiesced;
     while (*tail)
         tail = &(*tail)->next;
+    c->next = NULL;
     *tail = c;
-    return 0;
 }
 
 int worker_add_listener(struct worker *w, unsigned idx, int fd, bool shared)

@@ -335,10 +335,13 @@ static int spare_open(void)
 /* One connection from a listening socket, or -1 when there is none to take
  * now (EAGAIN, or an error the next wake-up may not have). Out of fds, the
  * pending connection would keep the level-triggered socket readable and
- * spin the caller: the spare fd makes room to accept it and close it. */
+ * spin the caller: the spare fd makes room to accept it and close it.
+ * Aborted connections are skipped, a bounded number of them: a flood of
+ * them must not keep the worker from its other connections (the socket
+ * stays readable, and epoll reports it again). */
 static int accept_one(int lfd, int *spare, struct conn_peer *peers, uint32_t max_fds)
 {
-    for (;;) {
+    for (int tries = 0; tries < 64; tries++) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
         int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -371,6 +374,7 @@ static int accept_one(int lfd, int *spare, struct conn_peer *peers, uint32_t max
         if (fd < 0)
             return -1;
     }
+    return -1;
 }
 
 static void accept_burst(struct worker *w, int lfd, uint16_t listener)
@@ -387,7 +391,8 @@ static void accept_burst(struct worker *w, int lfd, uint16_t listener)
 struct acceptor_change {
     struct acceptor_change *next;
     unsigned idx;
-    int fd; /* >= 0: add it; -1: remove idx */
+    int fd;     /* >= 0: add it; -1: remove idx */
+    int *table; /* an add's room for idx + 8 fds, allocated by the caller */
 };
 
 void acceptor_init(struct acceptor *a, int wake_fd)
@@ -399,9 +404,13 @@ void acceptor_init(struct acceptor *a, int wake_fd)
 static int acceptor_queue(struct acceptor *a, unsigned idx, int fd)
 {
     struct acceptor_change *c = malloc(sizeof(*c));
-    if (!c)
+    int *table = fd >= 0 ? malloc((idx + 8) * sizeof(int)) : NULL;
+    if (!c || (fd >= 0 && !table)) {
+        free(c);
+        free(table);
         return -ENOMEM;
-    *c = (struct acceptor_change){.idx = idx, .fd = fd};
+    }
+    *c = (struct acceptor_change){.idx = idx, .fd = fd, .table = table};
     pthread_mutex_lock(&a->lock);
     struct acceptor_change **tail = &a->changes;
     while (*tail)
@@ -438,24 +447,19 @@ static void acceptor_apply(struct acceptor *a, int epfd)
     pthread_mutex_unlock(&a->lock);
     while (c) {
         struct acceptor_change *next = c->next;
-        if (c->idx >= a->n_fds) {
+        if (c->idx >= a->n_fds && c->table) {
+            /* the table grows into the room the caller allocated */
             unsigned n = c->idx + 8;
-            int *fds = realloc(a->fds, n * sizeof(*fds));
-            if (!fds) {
-                log_msg(LOG_ERROR, "acceptor: out of memory: listener %u ignored", c->idx);
-                if (c->fd >= 0)
-                    close(c->fd);
-                free(c);
-                c = next;
-                continue;
-            }
-            for (unsigned i = a->n_fds; i < n; i++)
-                fds[i] = -1;
-            a->fds = fds;
+            for (unsigned i = 0; i < n; i++)
+                c->table[i] = i < a->n_fds ? a->fds[i] : -1;
+            free(a->fds);
+            a->fds = c->table;
             a->n_fds = n;
+            c->table = NULL;
         }
-        int *slot = &a->fds[c->idx];
-        if (*slot >= 0) { /* removed, or replaced */
+        /* an add always has its slot; a remove beyond the table has nothing */
+        int *slot = c->idx < a->n_fds ? &a->fds[c->idx] : NULL;
+        if (slot && *slot >= 0) { /* removed, or replaced */
             if (epfd >= 0)
                 epoll_ctl(epfd, EPOLL_CTL_DEL, *slot, NULL);
             close(*slot);
@@ -468,24 +472,28 @@ static void acceptor_apply(struct acceptor *a, int epfd)
                 log_msg(LOG_ERROR, "acceptor: listener %u: epoll_ctl: %s", c->idx, strerror(errno));
             *slot = c->fd;
         }
+        free(c->table);
         free(c);
         c = next;
     }
 }
 
-void acceptor_run(struct acceptor *a, struct worker *workers, unsigned n, volatile int *stop)
+int acceptor_run(struct acceptor *a, struct worker *workers, unsigned n, volatile int *stop)
 {
-    int epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (epfd < 0)
-        return;
+    bool *woken = calloc(n, sizeof(bool));
+    int epfd = woken ? epoll_create1(EPOLL_CLOEXEC) : -1;
+    if (epfd < 0) {
+        int e = woken ? -errno : -ENOMEM;
+        free(woken);
+        return e;
+    }
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_WAKE};
     epoll_ctl(epfd, EPOLL_CTL_ADD, a->wake_fd, &ev);
     /* every listener comes as a queued change, those added before it ran
      * too (nothing applies them before) */
     acceptor_apply(a, epfd);
     int spare = spare_open();
-    bool *woken = calloc(n, sizeof(bool));
-    while (!*stop && woken) {
+    while (!*stop) {
         struct epoll_event events[16];
         int k = epoll_wait(epfd, events, (int)N_ELEMENTS(events), -1);
         bool changes = false;
@@ -532,6 +540,7 @@ void acceptor_run(struct acceptor *a, struct worker *workers, unsigned n, volati
     if (spare >= 0)
         close(spare);
     close(epfd);
+    return 0;
 }
 
 void acceptor_destroy(struct acceptor *a)

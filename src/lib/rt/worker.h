@@ -106,20 +106,24 @@ void *worker_main(void *w);
 /* Asks the worker to stop gracefully; async-signal-safe. */
 void worker_wake(struct worker *w);
 
-/* Runs fn(w, arg) on the worker's thread, outside every connection, at its
- * next wake-up (which this causes; async-signal-unsafe: it allocates).
- * Commands run in the order posted. 0 or -ENOMEM. A worker that has
+/* A command for worker_post() or worker_quiesce(), allocated ahead so
+ * that giving it cannot fail (a reload allocates before it commits).
+ * NULL when out of memory. */
+struct worker_cmd *worker_cmd_new(void (*fn)(struct worker *w, void *arg), void (*drop)(void *arg),
+                                  void *arg);
+/* Runs c->fn(w, c->arg) on the worker's thread, outside every connection,
+ * at its next wake-up (which this causes; async-signal-unsafe). Commands
+ * run in the order posted, and are freed after. A worker that has
  * stopped never runs them: worker_destroy() calls drop(arg) instead. */
-int worker_post(struct worker *w, void (*fn)(struct worker *w, void *arg), void (*drop)(void *arg),
-                void *arg);
-/* On the worker's thread (inside a posted command): runs fn(w, arg) once
- * every connection run in progress now (a coroutine suspended in a wait)
- * has ended; at once when there is none. Connections started later do not
- * delay it: a grace period, as RCU calls it. The context of each run in
- * progress is marked; the last marked one to come back to the pool ends
- * the grace period (a test of that mark per request). fn is dropped unrun
- * if the worker stops first. 0 or -ENOMEM. */
-int worker_quiesce(struct worker *w, void (*fn)(struct worker *w, void *arg), void *arg);
+void worker_post(struct worker *w, struct worker_cmd *c);
+/* On the worker's thread (inside a posted command): runs c->fn(w, c->arg)
+ * once every connection run in progress now (a coroutine suspended in a
+ * wait) has ended; at once when there is none. Connections started later
+ * do not delay it: a grace period, as RCU calls it. The context of each
+ * run in progress is marked; the last marked one to come back to the pool
+ * ends the grace period (a test of that mark per request). c is dropped
+ * unrun if the worker stops first. Takes c. */
+void worker_quiesce(struct worker *w, struct worker_cmd *c);
 /* On the worker's thread: starts accepting on fd, a listening socket that
  * connections then report as listener index idx (shared: dups of one
  * socket, see worker_cfg.listen_shared); the worker owns fd from here on.
@@ -146,8 +150,9 @@ void acceptor_init(struct acceptor *a, int wake_fd);
 int acceptor_add_listener(struct acceptor *a, unsigned idx, int fd);
 /* Stop accepting on listener idx and close its fd. */
 void acceptor_remove_listener(struct acceptor *a, unsigned idx);
-/* Runs on the calling thread until *stop is set and wake_fd written. */
-void acceptor_run(struct acceptor *a, struct worker *workers, unsigned n, volatile int *stop);
+/* Runs on the calling thread until *stop is set and wake_fd written: 0,
+ * or -errno at once when it cannot start (the caller stops the server). */
+int acceptor_run(struct acceptor *a, struct worker *workers, unsigned n, volatile int *stop);
 /* Closes every listener it still holds (new connections are refused at
  * once) and frees what is queued. */
 void acceptor_destroy(struct acceptor *a);

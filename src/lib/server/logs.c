@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/common.h"
 #include "base/err.h"
 #include "config/config.h"
 
@@ -94,8 +95,8 @@ static int write_pid(struct server_logs *l, char *err, size_t errlen)
     int fd = open(l->pid_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     char buf[32];
     int n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
-    if (fd < 0 || write(fd, buf, (size_t)n) != n) {
-        int e = errno;
+    int e = fd < 0 ? errno : -write_full(fd, buf, (size_t)n);
+    if (e) {
         if (fd >= 0) {
             close(fd);
             unlink(l->pid_path);

@@ -229,6 +229,7 @@ struct apply {
         bool shared;
     } * add;
     unsigned *del;
+    struct worker_cmd *post, *quiesce; /* allocated before the commit */
 };
 
 static void gen_done(struct worker *w, void *arg)
@@ -240,6 +241,7 @@ static void gen_done(struct worker *w, void *arg)
 
 static void apply_free(struct apply *a)
 {
+    free(a->quiesce);
     free(a->add);
     free(a->del);
     free(a);
@@ -259,8 +261,9 @@ static void apply_run(struct worker *w, void *arg)
     /* requests from now on read the new routes; those suspended in a
      * wait keep the old ones until they end */
     http_worker_set_config(w->proto_state, a->gen->http);
-    if (worker_quiesce(w, gen_done, a->gen->prev) < 0)
-        log_msg(LOG_ERROR, "worker %u: out of memory: the old config is never freed", w->idx);
+    a->quiesce->arg = a->gen->prev;
+    worker_quiesce(w, a->quiesce);
+    a->quiesce = NULL;
     for (unsigned i = 0; i < a->n_add; i++) {
         int r = worker_add_listener(w, a->add[i].idx, a->add[i].fd, a->add[i].shared);
         if (r < 0)
@@ -287,12 +290,16 @@ static int publish(struct colibri_server *srv, struct colibri_server *next, stru
     for (unsigned i = 0; ok && i < srv->n_threads; i++) {
         ok = (ap[i] = calloc(1, sizeof(**ap))) &&
              (ap[i]->add = calloc(p->n_fresh + 1, sizeof(*ap[i]->add))) &&
-             (ap[i]->del = calloc(base + 1, sizeof(*ap[i]->del)));
+             (ap[i]->del = calloc(base + 1, sizeof(*ap[i]->del))) &&
+             (ap[i]->post = worker_cmd_new(apply_run, apply_drop, ap[i])) &&
+             (ap[i]->quiesce = worker_cmd_new(gen_done, NULL, NULL));
     }
     if (!ok) {
         for (unsigned i = 0; ap && i < srv->n_threads; i++)
-            if (ap[i])
+            if (ap[i]) {
+                free(ap[i]->post);
                 apply_free(ap[i]);
+            }
         free(ap);
         free(table);
         free(g);
@@ -358,10 +365,7 @@ static int publish(struct colibri_server *srv, struct colibri_server *next, stru
     srv->gen = g;
     for (unsigned i = 0; i < srv->n_threads; i++) {
         ap[i]->gen = g;
-        if (worker_post(&srv->workers[i], apply_run, apply_drop, ap[i]) < 0) {
-            log_msg(LOG_ERROR, "worker %u: out of memory: it keeps the old config", i);
-            apply_drop(ap[i]);
-        }
+        worker_post(&srv->workers[i], ap[i]->post); /* frees it after apply_run */
     }
     free(ap);
     return 0;

@@ -441,7 +441,7 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
         bool own = i < sets;
         int *fds = own ? calloc(srv->n_listeners, sizeof(int)) : NULL;
         if (own && !fds) {
-            r = -ENOMEM;
+            r = err_set(err, errlen, -ENOMEM, NULL, "out of memory");
             goto out_workers;
         }
         for (unsigned j = 0; own && j < srv->n_listeners; j++) {
@@ -541,7 +541,11 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
     if (r || srv->stop_asap)
         colibri_server_shutdown(srv);
     if (srv->accept_thread && !r) {
-        acceptor_run(&srv->acceptor, srv->workers, n, &srv->stop_asap);
+        r = acceptor_run(&srv->acceptor, srv->workers, n, &srv->stop_asap);
+        if (r) {
+            err_set(err, errlen, r, NULL, "cannot run the acceptor: %s", strerror(-r));
+            colibri_server_shutdown(srv);
+        }
         /* refuse new connections at once, not when the last worker is done */
         acceptor_destroy(&srv->acceptor);
         srv->acceptor_ready = false;
