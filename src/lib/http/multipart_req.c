@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "base/common.h"
 #include "base/log.h"
 #include "http/multipart.h"
 #include "http/request.h"
@@ -50,20 +51,6 @@ static int temp_file(const char *dir)
     if (fd >= 0)
         unlink(path);
     return fd;
-}
-
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
 }
 
 static int give_up(struct colibri_request *req, struct http_mp *m, int status)
@@ -186,11 +173,11 @@ int colibri_req_multipart_next(struct colibri_request *req, struct colibri_part 
                                 req->cfg->temp_dir, strerror(errno));
                     return give_up(req, m, 500);
                 }
-                if (write_all(m->fd, mem->buf, mem->len) < 0)
+                if (write_full(m->fd, mem->buf, mem->len) < 0)
                     goto out_write;
                 strbuf_reset(mem);
             }
-            if (write_all(m->fd, ev.data, ev.len) < 0)
+            if (write_full(m->fd, ev.data, ev.len) < 0)
                 goto out_write;
             break;
         case MP_PART_END:

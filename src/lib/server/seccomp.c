@@ -25,6 +25,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "base/common.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "server/sandbox.h"
@@ -233,8 +234,8 @@ static void on_sigsys(int sig, siginfo_t *si, void *ctx)
     p = put_str(p, " (");
     p = put_num(p, (unsigned long)(nr < 0 ? 0 : nr), 1);
     p = put_str(p, ") refused: EPERM\n");
-    ssize_t w = write(log_fd(), line, (size_t)(p - line));
-    (void)w;
+    /* write_full() only loops on write(): async-signal-safe (errno is restored) */
+    (void)write_full(log_fd(), line, (size_t)(p - line));
     errno = saved;
 }
 
