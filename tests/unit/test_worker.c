@@ -7,7 +7,8 @@
  * per-connection and per-worker state, and its hooks are called. A line
  * "sleep N" sleeps N ms on the connection's coroutine (conn_sleep) and
  * answers "slept R": other connections are served meanwhile, and a
- * graceful stop wakes the sleeper with -ECANCELED. */
+ * graceful stop wakes the sleeper with -ECANCELED. "timers" answers how
+ * many deadlines the worker's heap holds. */
 #include "test.h"
 
 #include <arpa/inet.h>
@@ -49,6 +50,14 @@ static enum conn_verdict line_run(struct conn_ctx *ctx)
                 int n = snprintf(msg, sizeof(msg), "slept %d\n", r);
                 strbuf_append(&ctx->out, msg, (size_t)n);
                 conn_flush(ctx);
+                continue;
+            }
+            if (len == 7 && !memcmp(start, "timers", 6)) {
+                /* the worker's pending timers, read on its own thread */
+                char msg[32];
+                int n = snprintf(msg, sizeof(msg), "timers %u\n", (unsigned)ctx->worker->timers.n);
+                strbuf_append(&ctx->out, msg, (size_t)n);
+                ctx->in_pos += len;
                 continue;
             }
             strbuf_append(&ctx->out, start, len);
@@ -225,7 +234,11 @@ TEST(a_protocol_that_is_not_http)
     usleep(50 * 1000);
     close(c);
     usleep(50 * 1000);
-    CHECK_EQ_INT(w.timers.n, 0);
+    c = client(port);
+    send_str(c, "timers\n");
+    CHECK_EQ_INT(read_n(c, buf, 9), 9);
+    CHECK(!memcmp(buf, "timers 0\n", 9));
+    close(c);
 
     /* a graceful stop wakes a sleeper at once and closes an idle connection */
     int sleeper = client(port);

@@ -17,6 +17,7 @@
 
 #include "base/common.h"
 #include "base/log.h"
+#include "base/tsan.h"
 
 /* Pooled contexts above this size are not worth keeping. */
 #define KEEP_BUF_MAX (64 * 1024)
@@ -113,6 +114,18 @@ static void ctx_put(struct worker *w, struct conn_ctx *ctx)
 
 /* --- connections ---------------------------------------------------------- */
 
+/* A connection's table entries (conns[fd], peers[fd]) belong to the thread
+ * that holds the fd. One worker closes it and the kernel may give the same
+ * number to another thread's next accept(): close() returning before that
+ * accept() orders the two, an edge TSan cannot see, so it is said here. The
+ * keys are mere addresses, one byte per fd modulo the array's size. */
+#ifdef COLIBRI_TSAN
+static char fd_sync[4096];
+#define FD_SYNC(fd) (&fd_sync[(unsigned)(fd) % sizeof(fd_sync)])
+#else
+#define FD_SYNC(fd) NULL
+#endif
+
 static void conn_close(struct worker *w, int fd)
 {
     struct conn *c = &w->conns[fd];
@@ -128,6 +141,7 @@ static void conn_close(struct worker *w, int fd)
         ctx_put(w, ctx);
     }
     c->flags = 0;
+    tsan_release(FD_SYNC(fd));
     close(fd);
     w->n_conns--;
 }
@@ -299,6 +313,7 @@ static int accept_one(int lfd, int *spare, struct conn_peer *peers, uint32_t max
         socklen_t sl = sizeof(ss);
         int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) {
+            tsan_acquire(FD_SYNC(fd));
             if (peers && (uint32_t)fd < max_fds)
                 peers[fd] = conn_peer_from(&ss);
             return fd;
