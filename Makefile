@@ -3,6 +3,8 @@
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+MEMCHECK_BUILD ?= build-memcheck
 VENV       ?= .venv
 CONF       ?= colibri.conf
 # -Werror in CI, plain warnings at a desk
@@ -14,7 +16,7 @@ DESTDIR    ?=
 LDCONFIG   ?= $(firstword $(wildcard /sbin/ldconfig /usr/sbin/ldconfig) ldconfig)
 
 .PHONY: all build asan run test unit blackbox spec format format-check bench fuzz coro-variants \
-        deps test-deps clean install uninstall
+        deps test-deps clean install uninstall check-thread check-memcheck soak
 
 all: build
 
@@ -110,5 +112,49 @@ fuzz:
 	    -DCOLIBRI_FUZZ=ON
 	cmake --build build-fuzz
 
+# --- checkers (README: "Checkers"); .ci/run calls both ---------------------
+# ThreadSanitizer: every unit test (the threaded ones are test_worker and
+# test_cache) and the black-box files that exercise threads: the cache, the
+# acceptor thread, shutdown, reload, waits, SSE, WebSockets.
+TSAN_OPTIONS_CHECK = suppressions=$(CURDIR)/tests/tsan.supp second_deadlock_stack=1 exitcode=66
+TSAN_TESTS = $(addprefix tests/http/,test_concurrency.py test_shutdown.py test_reload.py \
+    test_wait.py test_sse.py test_websocket.py test_files.py test_files_fresh.py test_listen.py)
+
+$(TSAN_BUILD)/build.ninja:
+	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCOLIBRI_TSAN=ON \
+	    -DCOLIBRI_WERROR=$(WERROR) $(CMAKE_ARGS)
+
+check-thread: test-deps $(TSAN_BUILD)/build.ninja
+	cmake --build $(TSAN_BUILD)
+	cd $(TSAN_BUILD) && TSAN_OPTIONS="$(TSAN_OPTIONS_CHECK)" ctest --output-on-failure
+	TSAN_OPTIONS="$(TSAN_OPTIONS_CHECK)" COLIBRI_BIN=$(TSAN_BUILD)/colibri \
+	    $(VENV)/bin/pytest -q $(TSAN_TESTS)
+
+# valgrind memcheck: the black-box suite with every make_server() server run
+# under valgrind (tests/http/conftest.py: COLIBRI_WRAPPER). A build of its own
+# (-O2 -g) made once valgrind.h is installed, so coroutine stacks are
+# registered (rt/coro.c). Any error, or a definite/indirect leak, makes
+# valgrind exit 99 and the test fail.
+MEMCHECK_WRAPPER = valgrind --tool=memcheck --error-exitcode=99 --leak-check=full \
+    --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect \
+    --fair-sched=yes --suppressions=$(CURDIR)/tests/valgrind.supp --log-file={log}
+MEMCHECK_SCALE ?= 4
+
+$(MEMCHECK_BUILD)/build.ninja:
+	cmake -S . -B $(MEMCHECK_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	    -DCOLIBRI_WERROR=$(WERROR) $(CMAKE_ARGS)
+
+check-memcheck: test-deps $(MEMCHECK_BUILD)/build.ninja
+	@scripts/deps.sh check
+	cmake --build $(MEMCHECK_BUILD)
+	COLIBRI_BIN=$(MEMCHECK_BUILD)/colibri COLIBRI_WRAPPER="$(MEMCHECK_WRAPPER)" \
+	    COLIBRI_TIME_SCALE=$(MEMCHECK_SCALE) $(VENV)/bin/pytest -q -rs tests/http
+
+# 10 minutes of mixed load on the ASan build, RSS sampled every 10 s
+# (bench/soak.py; not in make test or CI). SOAK_SECONDS shortens it.
+SOAK_SECONDS ?= 600
+soak: asan test-deps
+	$(VENV)/bin/python bench/soak.py --bin $(ASAN_BUILD)/colibri --seconds $(SOAK_SECONDS)
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(MEMCHECK_BUILD) build-fuzz

@@ -7,10 +7,18 @@ of colibri-tpl run the one beside it.
 `make_server(**overrides)` starts a server on a free loopback port with a
 config written to tmp_path; `server` is one with the default config.  At
 teardown every server still running gets SIGTERM and must exit 0 within 10 s,
-and every server's stderr must be free of sanitizer reports."""
+and every server's stderr must be free of sanitizer reports.
+
+COLIBRI_WRAPPER, when set, is a command the servers of make_server start
+under (make check-memcheck: valgrind); "{log}" in it becomes a file beside
+the server's stderr, whose errors fail the test like a sanitizer report.
+COLIBRI_TIME_SCALE multiplies the start and stop timeouts here and the
+default waits of rawhttp and wsclient, for a wrapper that slows the server
+down."""
 
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -19,12 +27,15 @@ from pathlib import Path
 
 import pytest
 
-from rawhttp import RawConn
+from rawhttp import TIME_SCALE, RawConn
 
 REPO = Path(__file__).resolve().parents[2]
 SANITIZER_RE = re.compile(rb"ERROR: \w*Sanitizer|runtime error:|WARNING: \w*Sanitizer")
-START_TIMEOUT = 5.0
-STOP_TIMEOUT = 10.0
+START_TIMEOUT = 5.0 * TIME_SCALE
+STOP_TIMEOUT = 10.0 * TIME_SCALE
+WRAPPER = shlex.split(os.environ.get("COLIBRI_WRAPPER", ""))
+# what valgrind writes for an error (its summary line counts them all)
+WRAPPER_RE = re.compile(rb"ERROR SUMMARY: [1-9]")
 
 # The config keys of the spec, in the order they are written.  None = omit.
 DEFAULTS = {
@@ -117,6 +128,7 @@ class Server:
         self.config.write_text(text)
         self.stderr_path = base / ("%s.stderr" % name)
         self.stdout_path = base / ("%s.stdout" % name)
+        self.wrapper_log = base / ("%s.wrapper.log" % name)
         binary = colibri_bin()
         if not binary.exists():
             pytest.fail("colibri binary not found: %s (set COLIBRI_BIN)" % binary)
@@ -125,7 +137,9 @@ class Server:
         env = dict(os.environ)
         env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
         self.proc = subprocess.Popen(
-            [str(binary), "-c", str(self.config)] + list(args),
+            [w.replace("{log}", str(self.wrapper_log)) for w in WRAPPER]
+            + [str(binary), "-c", str(self.config)]
+            + list(args),
             env=env,
             stdout=self._out,
             stderr=self._err,
@@ -167,7 +181,7 @@ class Server:
         h = "[%s]" % self.host if ":" in self.host else self.host
         return "%s:%d" % (h, self.port)
 
-    def conn(self, timeout=5.0):
+    def conn(self, timeout=None):
         return RawConn(self.host, self.port, timeout)
 
     def stderr(self):
@@ -197,9 +211,13 @@ class Server:
     def sanitizer_report(self):
         data = self.stderr_path.read_bytes()
         m = SANITIZER_RE.search(data)
-        if not m:
-            return None
-        return data[max(0, m.start() - 200) : m.start() + 4000].decode("utf-8", "replace")
+        if m:
+            return data[max(0, m.start() - 200) : m.start() + 4000].decode("utf-8", "replace")
+        if self.wrapper_log.exists():
+            data = self.wrapper_log.read_bytes()
+            if WRAPPER_RE.search(data):
+                return data[-12000:].decode("utf-8", "replace")
+        return None
 
     def close_files(self):
         self._err.close()
