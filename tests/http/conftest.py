@@ -216,7 +216,7 @@ class Server:
         if self.wrapper_log.exists():
             data = self.wrapper_log.read_bytes()
             if WRAPPER_RE.search(data):
-                return data[-12000:].decode("utf-8", "replace")
+                return "(the wrapper's log, %s)\n%s" % (self.wrapper_log, data[-12000:].decode("utf-8", "replace"))
         return None
 
     def close_files(self):
