@@ -128,7 +128,7 @@ class Server:
         self.config.write_text(text)
         self.stderr_path = base / ("%s.stderr" % name)
         self.stdout_path = base / ("%s.stdout" % name)
-        self.wrapper_log = base / ("%s.wrapper.log" % name)
+        self.wrapper_log = base / ("%s.wrapper.out" % name)
         binary = colibri_bin()
         if not binary.exists():
             pytest.fail("colibri binary not found: %s (set COLIBRI_BIN)" % binary)
