@@ -112,7 +112,8 @@ fuzz:
 	    -DCOLIBRI_FUZZ=ON
 	cmake --build build-fuzz
 
-# --- checkers (README: "Checkers"); .ci/run calls both ---------------------
+# --- checkers (README: "Checkers"): make test runs check-thread, .ci/run
+# check-memcheck; make soak is by hand ----------------------------------------
 # ThreadSanitizer: every unit test (the threaded ones are test_worker and
 # test_cache) and the black-box files that exercise threads: the cache, the
 # acceptor thread, shutdown, reload, waits, SSE, WebSockets, the log
@@ -151,8 +152,8 @@ MEMCHECK_TESTS ?= tests/http
 # Left out under valgrind (20-50 times slower), each for a bound on time that
 # the other runs of the suite check: p99 under 100 ms with 1,000 slowloris
 # clients; a never-reading client's fd looked for 0.3 s after its request;
-# /hello under 100 ms beside a one-byte-a-second reader; the access log flushed within 1.5 s; a
-# failed reload's error lines read 50 ms after the first one; two answers
+# /hello under 100 ms beside a one-byte-a-second reader; the access log
+# flushed within 1.5 s; a failed reload's error lines read 50 ms after the first one; two answers
 # within 50 ms behind a waiting handler. And one that fails more often
 # under valgrind for a bug of its own, not a memory error: the access log
 # line of a WebSocket whose client hangs up during a wait is lost when the
