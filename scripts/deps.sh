@@ -9,6 +9,7 @@ pkgs_test="python3 python3-venv clang-format systemd haproxy chromium chromium-d
 pkgs_fuzz="clang libclang-rt-14-dev"
 pkgs_cross="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
 pkgs_bench="wrk nginx-light strace valgrind procps time liburing-dev linux-perf"
+pkgs_check="valgrind"
 
 want=""
 for g in "$@"; do

@@ -10,10 +10,18 @@ teardown every server still running gets SIGTERM and must exit 0 within 10 s,
 and every server's stderr must be free of sanitizer reports.
 
 COLIBRI_TEST_SANDBOX=1 adds `sandbox = true` to every config make_server
-writes (a test's own sandbox= override wins)."""
+writes (a test's own sandbox= override wins).
+
+COLIBRI_WRAPPER, when set, is a command the servers of make_server start
+under (make check-memcheck: valgrind); "{log}" in it becomes a file beside
+the server's stderr, whose errors fail the test like a sanitizer report.
+COLIBRI_TIME_SCALE multiplies the start and stop timeouts here and the
+default waits of rawhttp and wsclient, for a wrapper that slows the server
+down."""
 
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -23,12 +31,15 @@ from pathlib import Path
 import pytest
 
 import faulthook
-from rawhttp import RawConn
+from rawhttp import TIME_SCALE, RawConn
 
 REPO = Path(__file__).resolve().parents[2]
 SANITIZER_RE = re.compile(rb"ERROR: \w*Sanitizer|runtime error:|WARNING: \w*Sanitizer")
-START_TIMEOUT = 5.0
-STOP_TIMEOUT = 10.0
+START_TIMEOUT = 5.0 * TIME_SCALE
+STOP_TIMEOUT = 10.0 * TIME_SCALE
+WRAPPER = shlex.split(os.environ.get("COLIBRI_WRAPPER", ""))
+# what valgrind writes for an error (its summary line counts them all)
+WRAPPER_RE = re.compile(rb"ERROR SUMMARY: [1-9]")
 
 # The config keys of the spec, in the order they are written.  None = omit.
 DEFAULTS = {
@@ -126,6 +137,7 @@ class Server:
         self.config.write_text(text)
         self.stderr_path = base / ("%s.stderr" % name)
         self.stdout_path = base / ("%s.stdout" % name)
+        self.wrapper_log = base / ("%s.wrapper.out" % name)
         binary = colibri_bin()
         if not binary.exists():
             pytest.fail("colibri binary not found: %s (set COLIBRI_BIN)" % binary)
@@ -135,7 +147,9 @@ class Server:
         env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
         env = faulthook.server_env(env, base, name)
         self.proc = subprocess.Popen(
-            [str(binary), "-c", str(self.config)] + list(args),
+            [w.replace("{log}", str(self.wrapper_log)) for w in WRAPPER]
+            + [str(binary), "-c", str(self.config)]
+            + list(args),
             env=env,
             stdout=self._out,
             stderr=self._err,
@@ -162,12 +176,41 @@ class Server:
                 )
             try:
                 socket.create_connection((self.host, self.port), timeout=0.5).close()
-                return
+                if not WRAPPER or self._owns_listener():
+                    return
             except OSError:
-                time.sleep(0.02)
+                pass
+            time.sleep(0.02)
         faulthook.start_failed(self, None, "not accepting")
         self.proc.kill()
         pytest.fail("%s did not accept connections within %.0f s; stderr:\n%s" % (self.name, START_TIMEOUT, self.stderr()))
+
+    def _owns_listener(self):
+        """Whether the listening socket on our port is this process's. Under
+        a slow wrapper the server takes long enough to bind that another
+        program on this shared machine can take the port free_port() chose,
+        and a connection would reach that one."""
+        inodes = set()
+        for name in ("tcp", "tcp6"):
+            try:
+                lines = Path("/proc/net/" + name).read_text().splitlines()[1:]
+            except OSError:
+                continue
+            for line in lines:
+                f = line.split()
+                if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == self.port:  # LISTEN
+                    inodes.add("socket:[%s]" % f[9])
+        try:
+            fds = os.listdir("/proc/%d/fd" % self.proc.pid)
+        except OSError:
+            return False
+        for fd in fds:
+            try:
+                if os.readlink("/proc/%d/fd/%s" % (self.proc.pid, fd)) in inodes:
+                    return True
+            except OSError:
+                pass
+        return False
 
     @property
     def url(self):
@@ -179,7 +222,7 @@ class Server:
         h = "[%s]" % self.host if ":" in self.host else self.host
         return "%s:%d" % (h, self.port)
 
-    def conn(self, timeout=5.0):
+    def conn(self, timeout=None):
         return RawConn(self.host, self.port, timeout)
 
     def stderr(self):
@@ -210,9 +253,13 @@ class Server:
     def sanitizer_report(self):
         data = self.stderr_path.read_bytes()
         m = SANITIZER_RE.search(data)
-        if not m:
-            return None
-        return data[max(0, m.start() - 200) : m.start() + 4000].decode("utf-8", "replace")
+        if m:
+            return data[max(0, m.start() - 200) : m.start() + 4000].decode("utf-8", "replace")
+        if self.wrapper_log.exists():
+            data = self.wrapper_log.read_bytes()
+            if WRAPPER_RE.search(data):
+                return "(the wrapper's log, %s)\n%s" % (self.wrapper_log, data[-12000:].decode("utf-8", "replace"))
+        return None
 
     def close_files(self):
         self._err.close()

@@ -1,9 +1,14 @@
 """Raw HTTP/1.x over sockets: send exact bytes, read one response at a time,
 tell a closed connection from an idle one.  Every wait has a deadline."""
 
+import os
 import select
 import socket
 import time
+
+# Under a slow wrapper (make check-memcheck runs the server in valgrind) every
+# default wait below is this many times longer; 1 otherwise.
+TIME_SCALE = float(os.environ.get("COLIBRI_TIME_SCALE") or 1)
 
 
 class Closed(Exception):
@@ -70,7 +75,8 @@ def parse_head(head):
 class RawConn:
     """One client TCP connection with a read buffer."""
 
-    def __init__(self, host, port, timeout=5.0):
+    def __init__(self, host, port, timeout=None):
+        timeout = timeout or 5.0 * TIME_SCALE
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
@@ -183,10 +189,10 @@ class RawConn:
         return body
 
     def wait_closed(self, timeout=2.0):
-        """True if the server closes (EOF or reset) within TIMEOUT with no
-        further data; False if it is still open at the deadline.  Extra bytes
-        are an error: a response nobody asked for."""
-        deadline = time.monotonic() + timeout
+        """True if the server closes (EOF or reset) within TIMEOUT (times
+        TIME_SCALE) with no further data; False if it is still open at the
+        deadline.  Extra bytes are an error: a response nobody asked for."""
+        deadline = time.monotonic() + timeout * TIME_SCALE
         while True:
             assert not self.buf, "unexpected extra bytes from server: %r" % self.buf[:300]
             try:

@@ -11,6 +11,8 @@ import struct
 import time
 import zlib
 
+from rawhttp import TIME_SCALE
+
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 CONT, TEXT, BINARY, CLOSE, PING, PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
@@ -49,7 +51,8 @@ def close_payload(code, reason=b""):
 
 
 class WS:
-    def __init__(self, host, port, path="/ws", headers=None, timeout=5.0, extensions=None, rcvbuf=None):
+    def __init__(self, host, port, path="/ws", headers=None, timeout=None, extensions=None, rcvbuf=None):
+        timeout = timeout or 5.0 * TIME_SCALE
         if rcvbuf:  # set before connecting, so the window stays that small
             self.sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)

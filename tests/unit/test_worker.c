@@ -9,7 +9,8 @@
  * answers "slept R": other connections are served meanwhile, and a
  * graceful stop wakes the sleeper with -ECANCELED. "nap" sleeps without
  * end until a command posted from another thread (worker_post) wakes it
- * with conn_wake(): it answers "slept 4" (CONN_WOKEN). */
+ * with conn_wake(): it answers "slept 4" (CONN_WOKEN). "timers" answers how
+ * many deadlines the worker's heap holds. */
 #include "test.h"
 
 #include <arpa/inet.h>
@@ -69,6 +70,14 @@ static enum conn_verdict line_run(struct conn_ctx *ctx)
                 int n = snprintf(msg, sizeof(msg), "slept %d\n", r);
                 strbuf_append(&ctx->out, msg, (size_t)n);
                 conn_flush(ctx);
+                continue;
+            }
+            if (len == 7 && !memcmp(start, "timers", 6)) {
+                /* the worker's pending timers, read on its own thread */
+                char msg[32];
+                int n = snprintf(msg, sizeof(msg), "timers %u\n", (unsigned)ctx->worker->timers.n);
+                strbuf_append(&ctx->out, msg, (size_t)n);
+                ctx->in_pos += len;
                 continue;
             }
             strbuf_append(&ctx->out, start, len);
@@ -245,7 +254,11 @@ TEST(a_protocol_that_is_not_http)
     usleep(50 * 1000);
     close(c);
     usleep(50 * 1000);
-    CHECK_EQ_INT(w.timers.n, 0);
+    c = client(port);
+    send_str(c, "timers\n");
+    CHECK_EQ_INT(read_n(c, buf, 9), 9);
+    CHECK(!memcmp(buf, "timers 0\n", 9));
+    close(c);
 
     /* conn_wake() from a command another thread posted ends a wait at once */
     c = client(port);

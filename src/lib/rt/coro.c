@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "base/common.h"
+#include "base/tsan.h"
 
 #if defined(__has_include)
 #if __has_include(<valgrind/valgrind.h>)
@@ -19,6 +20,19 @@
 #include <sanitizer/common_interface_defs.h>
 #define HAVE_ASAN 1
 #endif
+
+/* TSan keeps a shadow call stack and a clock per thread; each coroutine
+ * stack is a fiber of its own, and a switch between the fibers of one
+ * thread orders what happened before it (flags 0: synchronise). No-ops in
+ * other builds. */
+static inline void tsan_switch(void *fiber)
+{
+#ifdef COLIBRI_TSAN
+    __tsan_switch_to_fiber(fiber, 0);
+#else
+    (void)fiber;
+#endif
+}
 
 /* ASan keeps a shadow of each stack; tell it when we jump between stacks.
  * These are no-ops in normal builds. */
@@ -66,6 +80,7 @@ static void switch_out(struct coro *coro, int value, bool for_good)
     coro->yielded = value;
     coro->running = false;
     asan_leave(coro, for_good);
+    tsan_switch(coro->tsan_caller);
     coro_arch_swap(&coro->ctx, &coro->caller);
     asan_entered(coro);
 }
@@ -107,6 +122,9 @@ struct coro *coro_new(size_t stack_size, coro_fn fn, void *arg)
 #ifdef HAVE_ASAN
     stack_size *= 4; /* red zones around every local */
 #endif
+#ifdef COLIBRI_TSAN
+    stack_size *= 2; /* instrumented frames are larger */
+#endif
     stack_size = (stack_size + page - 1) & ~(page - 1);
 
     char *mem = mmap(NULL, stack_size + page, PROT_READ | PROT_WRITE,
@@ -125,6 +143,9 @@ struct coro *coro_new(size_t stack_size, coro_fn fn, void *arg)
 #ifdef HAVE_VALGRIND
     coro->valgrind_id = VALGRIND_STACK_REGISTER(coro->stack, coro->stack + stack_size);
 #endif
+#ifdef COLIBRI_TSAN
+    coro->tsan_fiber = __tsan_create_fiber(0);
+#endif
     prepare(coro, fn, arg);
     return coro;
 
@@ -141,6 +162,12 @@ void coro_reset(struct coro *coro, coro_fn fn, void *arg)
      * poisoned: the next run would trip over them (a false report) */
     __asan_unpoison_memory_region(coro->stack, coro->stack_size);
 #endif
+#ifdef COLIBRI_TSAN
+    /* likewise, TSan's shadow call stack of a fiber abandoned mid-run would
+     * keep its frames and grow with every reset: start a fresh one */
+    __tsan_destroy_fiber(coro->tsan_fiber);
+    coro->tsan_fiber = __tsan_create_fiber(0);
+#endif
     prepare(coro, fn, arg);
 }
 
@@ -151,6 +178,9 @@ void coro_free(struct coro *coro)
     run_defers(coro, 0);
 #ifdef HAVE_VALGRIND
     VALGRIND_STACK_DEREGISTER(coro->valgrind_id);
+#endif
+#ifdef COLIBRI_TSAN
+    __tsan_destroy_fiber(coro->tsan_fiber);
 #endif
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     munmap(coro->stack - page, coro->stack_size + page);
@@ -164,6 +194,10 @@ int coro_resume(struct coro *coro)
         return coro->yielded;
     coro->running = true;
     asan_enter(coro);
+#ifdef COLIBRI_TSAN
+    coro->tsan_caller = __tsan_get_current_fiber();
+#endif
+    tsan_switch(coro->tsan_fiber);
     coro_arch_swap(&coro->caller, &coro->ctx);
     asan_left(coro);
     return coro->yielded;

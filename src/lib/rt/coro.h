@@ -50,6 +50,8 @@ struct coro {
     void *asan_fake_stack;
     const void *asan_caller_bottom;
     size_t asan_caller_size;
+    void *tsan_fiber;  /* ThreadSanitizer's context for this stack */
+    void *tsan_caller; /* and the resumer's, while running */
 };
 
 #define CORO_DEFAULT_STACK (32 * 1024)

@@ -17,6 +17,7 @@
 
 #include "base/common.h"
 #include "base/log.h"
+#include "base/tsan.h"
 #include "rt/park.h"
 #include "rt/sys.h"
 
@@ -128,6 +129,35 @@ static void ctx_put(struct worker *w, struct conn_ctx *ctx)
 
 /* --- connections ---------------------------------------------------------- */
 
+/* A connection's table entries (conns[fd], peers[fd]) belong to the thread
+ * that holds the fd. One worker closes it and the kernel may give the same
+ * number to another thread's next accept(): close() returning before that
+ * accept() orders the two, an edge TSan cannot see, so it is said here. The
+ * keys are mere addresses, one byte per fd modulo the array's size. */
+#ifdef COLIBRI_TSAN
+static char fd_sync[4096];
+#define FD_SYNC(fd) (&fd_sync[(unsigned)(fd) % sizeof(fd_sync)])
+#else
+#define FD_SYNC(fd) NULL
+#endif
+
+/* Events later in the batch that name fd (its socket's, a foreign fd's
+ * waited on for it) are stale once it is closed: the number may be given to
+ * a new connection at once, here by an accept later in the batch or by
+ * another worker, and the event would then be taken for that connection's
+ * (closing it, or touching another worker's entry). CONN_OPEN alone cannot
+ * tell. A closed connection's socket rarely has an event still to come, so
+ * the scan finds nothing most of the time; it costs a compare per event
+ * left in the batch. */
+static void void_later_events(struct worker *w, int fd)
+{
+    for (int i = w->batch_next; i < w->batch_n; i++) {
+        uint64_t u = w->batch[i].data.u64;
+        if ((!(u >> 32) || (u & EV_FOREIGN)) && EV_FD(u) == fd)
+            w->batch[i].data.u64 = EV_VOID;
+    }
+}
+
 static void conn_close(struct worker *w, int fd)
 {
     struct conn *c = &w->conns[fd];
@@ -148,6 +178,8 @@ static void conn_close(struct worker *w, int fd)
         ctx_put(w, ctx);
     }
     c->flags = 0;
+    void_later_events(w, fd);
+    tsan_release(FD_SYNC(fd));
     close(fd);
     w->n_conns--;
 }
@@ -346,6 +378,7 @@ static int accept_one(int lfd, int *spare, struct conn_peer *peers, uint32_t max
         socklen_t sl = sizeof(ss);
         int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) {
+            tsan_acquire(FD_SYNC(fd));
             if (peers && (uint32_t)fd < max_fds)
                 peers[fd] = conn_peer_from(&ss);
             return fd;
@@ -703,7 +736,10 @@ void *worker_main(void *arg)
         int n = sys_epoll_wait(w->epfd, events, (int)N_ELEMENTS(events), timeout);
         uint32_t second = w->now;
         update_clocks(w);
+        w->batch = events;
+        w->batch_n = n;
         for (int i = 0; i < n; i++) {
+            w->batch_next = i + 1;
             uint64_t u = events[i].data.u64;
             if (likely(!(u >> 32))) {
                 conn_event(w, EV_FD(u), events[i].events);
@@ -716,10 +752,11 @@ void *worker_main(void *arg)
                 run_cmds(w);
                 if (w->ring)
                     take_handed_fds(w);
-            } else {
+            } else if (u != EV_VOID) {
                 foreign_event(w, u, events[i].events);
             }
         }
+        w->batch_n = 0;
         /* the last expire() left no deadline before `second`, and what
          * joined a queue since has one in it or later: nothing can expire
          * before the clock moves on */

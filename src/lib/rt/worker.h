@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/epoll.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -67,13 +68,17 @@ struct worker {
     unsigned n_listen;
     struct tq idle_q, req_q;
     struct timer_heap timers; /* connections in conn_sleep()/conn_wait_fd() */
-    uint32_t now;             /* seconds since the worker started (monotonic) */
-    time_t wall_time;         /* UTC seconds, as of the last wake-up */
-    long wall_ns;             /* nanoseconds into wall_time */
-    bool tick_wanted;         /* the protocol asked for its tick (conn_want_tick) */
-    time_t tick_time;         /* the second it asked in */
-    struct conn_peer *peers;  /* indexed by fd like conns, or NULL: not recorded */
-    void *proto_state;        /* the protocol's per-worker slot: conn_worker_state() */
+    /* the epoll_wait() batch being dispatched, [batch_next, batch_n) still
+     * to come: conn_close() voids those that name the fd it closes */
+    struct epoll_event *batch;
+    int batch_next, batch_n;
+    uint32_t now;            /* seconds since the worker started (monotonic) */
+    time_t wall_time;        /* UTC seconds, as of the last wake-up */
+    long wall_ns;            /* nanoseconds into wall_time */
+    bool tick_wanted;        /* the protocol asked for its tick (conn_want_tick) */
+    time_t tick_time;        /* the second it asked in */
+    struct conn_peer *peers; /* indexed by fd like conns, or NULL: not recorded */
+    void *proto_state;       /* the protocol's per-worker slot: conn_worker_state() */
     struct conn_ctx *free_ctx;
     unsigned n_free_ctx;
     /* contexts kept by idle connections in conn_park(), oldest first: taken
@@ -166,6 +171,7 @@ void acceptor_destroy(struct acceptor *a);
 #define EV_LISTEN           (1ull << 32)
 #define EV_WAKE             (2ull << 32)
 #define EV_FOREIGN          (4ull << 32)
+#define EV_VOID             (8ull << 32) /* an event voided in its batch (worker.c) */
 #define EV_FD(u)            ((int)(uint32_t)(u))
 #define EV_LISTENER(u)      ((uint16_t)((u) >> 40))
 #define EV_LISTEN_AT(i)     (EV_LISTEN | (uint64_t)(uint16_t)(i) << 40)

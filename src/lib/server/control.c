@@ -47,6 +47,8 @@ static void *control_main(void *arg)
     return NULL;
 }
 
+static void ctl_wake(struct colibri_server *srv);
+
 int control_start(struct colibri_server *srv, char *err, size_t errlen)
 {
     atomic_store(&srv->ctl_stop, false);
@@ -54,12 +56,10 @@ int control_start(struct colibri_server *srv, char *err, size_t errlen)
     if (fd < 0)
         return err_set(err, errlen, -errno, NULL, "eventfd: %s", strerror(errno));
     srv->ctl_fd = fd;
-    /* a SIGHUP or SIGUSR1 that came while the server was starting (the
-     * listeners answer already) found no fd to wake: not lost */
-    uint64_t one = 1;
-    if ((atomic_load(&srv->want_reload) || atomic_load(&srv->want_reopen)) &&
-        write(fd, &one, sizeof(one)) < 0)
-        return err_set(err, errlen, -errno, NULL, "eventfd: %s", strerror(errno));
+    /* a SIGHUP or SIGUSR1 since the listeners opened found no eventfd to
+     * wake: its flag is set, and the thread must see it at once */
+    if (atomic_load(&srv->want_reload) || atomic_load(&srv->want_reopen))
+        ctl_wake(srv);
     if (pthread_create(&srv->ctl_thread, NULL, control_main, srv))
         return err_set(err, errlen, -EAGAIN, NULL, "cannot start the control thread");
     srv->ctl_started = true;
