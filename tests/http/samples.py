@@ -39,6 +39,7 @@ class Sample(Server):
             pytest.fail("sample not built: %s (make builds every sample)" % binary)
         self.stderr_path = base / ("%s.stderr" % name)
         self.stdout_path = base / ("%s.stdout" % name)
+        self.wrapper_log = base / ("%s.wrapper.out" % name)  # samples run without COLIBRI_WRAPPER
         self._err = open(self.stderr_path, "wb")
         self._out = open(self.stdout_path, "wb")
         full_env = dict(os.environ, **(env or {}))
