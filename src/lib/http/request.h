@@ -25,6 +25,15 @@ struct http_worker {
      * most answers start with it, as one copy */
     char ok_date[64];
     time_t ok_date_time;
+    /* ok_date, Server and Content-Type in one piece, for the same second,
+     * config and type (see ok_head in response.c); reset when the worker
+     * takes a new config, so a config at a freed one's address is not
+     * mistaken for it */
+    char ok_head[256];
+    size_t ok_head_len;
+    size_t ok_mime_off, ok_mime_len; /* where the type's text is in ok_head */
+    time_t ok_head_time;
+    const struct http_config *ok_head_cfg;
     struct tpl_scratch *scratch;
     struct strbuf log;  /* access log lines not written yet */
     uint32_t log_lines; /* how many */

@@ -52,6 +52,35 @@ static const char *ok_date(struct http_worker *hw, time_t now)
     return hw->ok_date;
 }
 
+/* The status line, Date, Server and Content-Type of a 200 answer of type
+ * mime (see ok_head in struct http_worker): false when they do not fit.
+ * Most answers are 200s of a few types, so most heads begin with this one
+ * copy. The type is recognised by its text, not its address: a handler may
+ * pass any string, reused or not. */
+static bool ok_head(struct http_worker *hw, const struct http_config *cfg, time_t now,
+                    const char *mime)
+{
+    /* strncmp() stops at mime's end: never a read past a shorter string */
+    if (likely(hw->ok_head_time == now && hw->ok_head_cfg == cfg &&
+               !strncmp(mime, hw->ok_head + hw->ok_mime_off, hw->ok_mime_len) &&
+               !mime[hw->ok_mime_len]))
+        return true;
+    size_t mime_len = strlen(mime);
+    if (OK_DATE_LEN + cfg->server_hdr_len + 14 + mime_len + 2 > sizeof(hw->ok_head))
+        return false;
+    char *p = put(hw->ok_head, ok_date(hw, now), OK_DATE_LEN);
+    p = put(p, cfg->server_hdr, cfg->server_hdr_len);
+    p = PUT_LIT(p, "Content-Type: ");
+    hw->ok_mime_off = (size_t)(p - hw->ok_head);
+    hw->ok_mime_len = mime_len;
+    p = put(p, mime, mime_len);
+    p = PUT_LIT(p, "\r\n");
+    hw->ok_head_len = (size_t)(p - hw->ok_head);
+    hw->ok_head_time = now;
+    hw->ok_head_cfg = cfg;
+    return true;
+}
+
 /* The head of a response, into ctx->out, and after it `body` (may be
  * empty): one reservation, then plain copies. content_length < 0: none. */
 static void write_head(struct colibri_request *req, struct colibri_response *resp, int status,
@@ -61,12 +90,15 @@ static void write_head(struct colibri_request *req, struct colibri_response *res
     struct http_conn *hc = req->hc;
     struct strbuf *out = &ctx->out;
     const struct http_config *cfg = req->cfg;
-    /* a 200's status line comes with the Date line (ok_date) */
+    /* a 200 with a type begins with ok_head; any other, a 200's status
+     * line with its Date line (ok_date) */
     bool ok = likely(status == 200);
+    bool whole = ok && mime && ok_head(req->hw, cfg, conn_wall_time(ctx), mime);
     struct view line =
-        ok ? (struct view){.p = ok_date(req->hw, conn_wall_time(ctx)), .len = OK_DATE_LEN}
-           : http_status_line(status);
-    size_t mime_len = mime ? strlen(mime) : 0;
+        whole ? (struct view){.p = req->hw->ok_head, .len = req->hw->ok_head_len}
+        : ok  ? (struct view){.p = ok_date(req->hw, conn_wall_time(ctx)), .len = OK_DATE_LEN}
+              : http_status_line(status);
+    size_t mime_len = mime && !whole ? strlen(mime) : 0;
 
     if (conn_stopping(ctx))
         hc->closing = true;
@@ -76,13 +108,15 @@ static void write_head(struct colibri_request *req, struct colibri_response *res
         coro_abort(ctx->coro);
     char *p = out->buf + out->len;
     p = put(p, line.p, line.len);
-    if (!ok)
-        p = put(p, http_date_header(req->hw, conn_wall_time(ctx)), HTTP_DATE_HDR_LEN);
-    p = put(p, cfg->server_hdr, cfg->server_hdr_len);
-    if (mime) {
-        p = PUT_LIT(p, "Content-Type: ");
-        p = put(p, mime, mime_len);
-        p = PUT_LIT(p, "\r\n");
+    if (!whole) {
+        if (!ok)
+            p = put(p, http_date_header(req->hw, conn_wall_time(ctx)), HTTP_DATE_HDR_LEN);
+        p = put(p, cfg->server_hdr, cfg->server_hdr_len);
+        if (mime) {
+            p = PUT_LIT(p, "Content-Type: ");
+            p = put(p, mime, mime_len);
+            p = PUT_LIT(p, "\r\n");
+        }
     }
     if (content_length >= 0) {
         p = PUT_LIT(p, "Content-Length: ");
