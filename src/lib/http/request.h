@@ -15,6 +15,7 @@
 #include "http/chunked.h"
 #include "http/fields.h"
 #include "http/http.h"
+#include "http/uri.h"
 
 /* A worker thread's HTTP state (the runtime's proto_state). */
 struct http_worker {
@@ -108,13 +109,7 @@ static inline int http_decode_path(struct colibri_request *req)
 {
     struct view raw = req->head->path;
     /* only '%' escapes, "." segments and repeated slashes need work */
-    for (size_t i = 0; i < raw.len; i++) {
-        char c = raw.p[i];
-        if (c == '%' ||
-            (c == '/' && i + 1 < raw.len && (raw.p[i + 1] == '/' || raw.p[i + 1] == '.')))
-            return http_decode_path_escaped(req);
-    }
-    if (!raw.len || raw.p[0] != '/')
+    if (!raw.len || raw.p[0] != '/' || http_path_needs_decoding(raw.p, raw.len))
         return http_decode_path_escaped(req);
     req->path = raw;
     return 0;
