@@ -182,12 +182,30 @@ static struct shard *shard_of(struct cache *c, uint64_t h)
     return &c->shards[h >> 60 & (N_SHARDS - 1)];
 }
 
-static struct cache_entry **slot_of(struct shard *s, uint64_t h, const char *key, size_t len)
+/* The same fixed-size loads as hash_key(), not a memcmp() call: keys are
+ * a few dozen bytes, and they match (the hash did) nearly every time. */
+static inline bool key_eq(const char *a, const char *b, size_t len)
+{
+    if (len >= 8) {
+        for (size_t i = 0; i + 8 < len; i += 8)
+            if (load64(a + i) != load64(b + i))
+                return false;
+        return load64(a + len - 8) == load64(b + len - 8);
+    }
+    if (len >= 4)
+        return load32(a) == load32(b) && load32(a + len - 4) == load32(b + len - 4);
+    for (size_t i = 0; i < len; i++)
+        if (a[i] != b[i])
+            return false;
+    return true;
+}
+
+static inline struct cache_entry **slot_of(struct shard *s, uint64_t h, const char *key, size_t len)
 {
     struct cache_entry **pp = &s->buckets[h & s->mask];
     for (; *pp; pp = &(*pp)->next) {
         struct cache_entry *e = *pp;
-        if (e->hash == h && e->key_len == len && !memcmp(e->key, key, len))
+        if (e->hash == h && e->key_len == len && key_eq(e->key, key, len))
             break;
     }
     return pp;
@@ -305,26 +323,33 @@ static struct cache_entry *insert(struct cache *c, struct shard *s, struct cache
     return fresh;
 }
 
-struct cache_entry *cache_get(struct cache *c, const char *key, size_t key_len, int *err)
+/* The entry for key, with a reference for the caller, or NULL. Called
+ * with s read-locked. */
+static inline struct cache_entry *find_ref(struct shard *s, uint64_t h, const char *key, size_t len)
 {
-    uint64_t h = hash_key(c->seed, key, key_len);
-    struct shard *s = shard_of(c, h);
-    struct cache_entry *stale = NULL;
-    bool busy = true;
-    uint64_t now = now_ms(c);
+    struct cache_entry *e = *slot_of(s, h, key, len);
+    if (e)
+        ref(e);
+    return e;
+}
 
+/* Everything but a hit at the first try: the other tries of a busy shard
+ * (busy), the miss (stale: the expired entry found, or NULL), the
+ * insertion. Out of line, so that the hit stays short. */
+static __attribute__((noinline)) struct cache_entry *
+get_slow(struct cache *c, struct shard *s, uint64_t h, const char *key, size_t key_len,
+         uint64_t now, struct cache_entry *stale, bool busy, int *err)
+{
     /* A writer holds a shard only for a few pointer moves: a few tries
      * without sleeping nearly always get in, and only then does a busy
      * shard cost a private entry (which may mean compressing a file). */
-    for (int tries = c->ttl_ms ? 8 : 0; tries > 0; tries--) {
+    for (int tries = busy && c->ttl_ms ? 7 : 0; tries > 0; tries--) {
         if (!rd_trylock(s)) {
             __asm__ __volatile__("" ::: "memory");
             continue;
         }
         busy = false;
-        struct cache_entry *e = *slot_of(s, h, key, key_len);
-        if (e)
-            ref(e);
+        struct cache_entry *e = find_ref(s, h, key, key_len);
         rd_unlock(s);
         if (e && now < e->expires_ms)
             return e;
@@ -355,6 +380,22 @@ struct cache_entry *cache_get(struct cache *c, const char *key, size_t key_len, 
         return fresh;
     }
     return insert(c, s, fresh, now, gen);
+}
+
+struct cache_entry *cache_get(struct cache *c, const char *key, size_t key_len, int *err)
+{
+    uint64_t h = hash_key(c->seed, key, key_len);
+    struct shard *s = shard_of(c, h);
+    uint64_t now = now_ms(c);
+
+    /* the first try (of 8, see get_slow) */
+    if (!c->ttl_ms || !rd_trylock(s))
+        return get_slow(c, s, h, key, key_len, now, NULL, true, err);
+    struct cache_entry *e = find_ref(s, h, key, key_len);
+    rd_unlock(s);
+    if (likely(e && now < e->expires_ms))
+        return e;
+    return get_slow(c, s, h, key, key_len, now, e, false, err);
 }
 
 /* Which entries to remove: one key, every key beginning with a prefix, or
