@@ -152,3 +152,32 @@ def test_close_answer_and_fin_share_a_segment(server):
     kept = _fresh_request(server, [])
     closed = _fresh_request(server, [("Connection", "close")])
     assert closed == kept, "answer %d segments, answer + FIN %d" % (kept, closed)
+
+
+def test_heads_of_same_type_and_other_lengths_alternate(server):
+    """A 200's first lines and its last Content-Length are kept per worker
+    (response.c's head template): answers of one type with other lengths,
+    other types, and the same length again, in a row on one connection,
+    each carry their own Content-Type and Content-Length."""
+    from conftest import HELLO_TXT, INDEX_HTML, SUB_INDEX
+
+    want = {
+        "/hello": ("text/plain", b"Hello, World!"),
+        "/file.txt": ("text/plain", HELLO_TXT),
+        "/index.html": ("text/html", INDEX_HTML),
+        "/sub/index.html": ("text/html", SUB_INDEX),
+    }
+    order = ["/hello", "/file.txt", "/hello", "/hello", "/index.html", "/sub/index.html",
+             "/index.html", "/file.txt", "/file.txt", "/hello", "/sub/index.html", "/hello"]
+    c = server.conn()
+    for target in order:
+        for method in ("GET", "HEAD"):
+            c.send(request(method, target))
+            r = c.read_response(head_request=method == "HEAD")
+            ctype, body = want[target]
+            assert r.status == 200, target
+            assert r.header("Content-Type").startswith(ctype), (target, r.header("Content-Type"))
+            assert r.header("Content-Length") == str(len(body)), (method, target)
+            if method == "GET":
+                assert r.body == body, target
+    c.close()

@@ -372,3 +372,22 @@ def test_command_line_overrides_survive_a_reload(make_server):
     assert get(port, "/file.txt").status == 200  # -r still serves /
     assert get(port, "/echo").status == 200  # the new config's route
     assert refuses(server.config_port)  # -l still replaces the listeners
+
+
+def test_server_header_follows_reloads_within_a_second(make_server):
+    """A 200's first lines are kept per worker for the current second (the
+    head template of response.c): a reload that changes server_header must
+    show in the next answer, even in the same second and when the new config
+    takes the freed address of an older one (several reloads back and forth)."""
+    site = "site {\n    handler /hello hello_world\n}\n"
+    server = make_server(site=site, server_header="first")
+    p = server.port
+    kept = server.conn()
+    for name in ("second", "first", "third", "first", "fourth"):
+        kept.send(request("GET", "/hello"))
+        before = kept.read_response().header("Server")
+        reload(server, conf_text([p], site, "server_header = %s\n" % name))
+        assert get(p, "/hello").header("Server") == name, "after the reload to %r" % name
+        kept.send(request("GET", "/hello"))
+        r = kept.read_response()
+        assert (r.status, r.header("Server")) == (200, name), "was %r" % before

@@ -234,9 +234,8 @@ int files_serve(struct colibri_request *req, struct colibri_response *resp, void
     /* never a name with a backslash or a NUL, nor one longer than a path */
     if (len >= PATH_MAX)
         return 404;
-    for (size_t i = 0; i < len; i++) /* one pass, not two memchr() calls */
-        if (rel[i] == '\\' || rel[i] == '\0')
-            return 404;
+    if (http_path_has_nul_or_backslash(rel, len))
+        return 404;
 
     int err = -EIO;
     struct cache_entry *ce = cache_get(f->cache, rel, len, &err);

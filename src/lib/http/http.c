@@ -318,6 +318,7 @@ struct http_worker *http_worker_new(const struct http_config *cfg)
     struct http_worker *hw = ALLOC_INIT(struct http_worker, {.cfg = cfg,
                                                              .date_time = -1,
                                                              .ok_date_time = -1,
+                                                             .ok_head_time = -1,
                                                              .log_time = -1,
                                                              .log_peer = {.family = 0xffff}});
     if (hw && !(hw->scratch = tpl_scratch_new())) {
@@ -330,6 +331,7 @@ struct http_worker *http_worker_new(const struct http_config *cfg)
 void http_worker_set_config(struct http_worker *hw, const struct http_config *cfg)
 {
     hw->cfg = cfg;
+    hw->ok_head_time = -1;
 }
 
 void http_worker_flush_log(struct http_worker *hw)

@@ -15,6 +15,7 @@
 #include "http/chunked.h"
 #include "http/fields.h"
 #include "http/http.h"
+#include "http/uri.h"
 
 /* A worker thread's HTTP state (the runtime's proto_state). */
 struct http_worker {
@@ -25,6 +26,17 @@ struct http_worker {
      * most answers start with it, as one copy */
     char ok_date[64];
     time_t ok_date_time;
+    /* ok_date, Server and Content-Type in one piece, for the same second,
+     * config and type (see ok_head in response.c); reset when the worker
+     * takes a new config, so a config at a freed one's address is not
+     * mistaken for it */
+    char ok_head[256];
+    size_t ok_head_len;
+    size_t ok_mime_off, ok_mime_len; /* where the type's text is in ok_head */
+    uint64_t ok_cl;                  /* the length in the Content-Length line */
+    size_t ok_cl_len;                /* of that line, behind the others; 0: none */
+    time_t ok_head_time;
+    const struct http_config *ok_head_cfg;
     struct tpl_scratch *scratch;
     struct strbuf log;  /* access log lines not written yet */
     uint32_t log_lines; /* how many */
@@ -100,13 +112,7 @@ static inline int http_decode_path(struct colibri_request *req)
 {
     struct view raw = req->head->path;
     /* only '%' escapes, "." segments and repeated slashes need work */
-    for (size_t i = 0; i < raw.len; i++) {
-        char c = raw.p[i];
-        if (c == '%' ||
-            (c == '/' && i + 1 < raw.len && (raw.p[i + 1] == '/' || raw.p[i + 1] == '.')))
-            return http_decode_path_escaped(req);
-    }
-    if (!raw.len || raw.p[0] != '/')
+    if (!raw.len || raw.p[0] != '/' || http_path_needs_decoding(raw.p, raw.len))
         return http_decode_path_escaped(req);
     req->path = raw;
     return 0;

@@ -52,6 +52,40 @@ static const char *ok_date(struct http_worker *hw, time_t now)
     return hw->ok_date;
 }
 
+/* Room in ok_head after its other lines for "Content-Length: N\r\n". */
+#define CL_LINE_MAX (16 + U64_STR_MAX + 2)
+
+/* The status line, Date, Server and Content-Type of a 200 answer of type
+ * mime (see ok_head in struct http_worker): false when they do not fit.
+ * Most answers are 200s of a few types, so most heads begin with this one
+ * copy, and when the length is the last one's too, it includes the
+ * Content-Length line kept behind them (ok_cl). The type is recognised by its text, not its
+ * address: a handler may pass any string, reused or not. */
+static bool ok_head(struct http_worker *hw, const struct http_config *cfg, time_t now,
+                    const char *mime)
+{
+    /* strncmp() stops at mime's end: never a read past a shorter string */
+    if (likely(hw->ok_head_time == now && hw->ok_head_cfg == cfg &&
+               !strncmp(mime, hw->ok_head + hw->ok_mime_off, hw->ok_mime_len) &&
+               !mime[hw->ok_mime_len]))
+        return true;
+    size_t mime_len = strlen(mime);
+    if (OK_DATE_LEN + cfg->server_hdr_len + 14 + mime_len + 2 + CL_LINE_MAX > sizeof(hw->ok_head))
+        return false;
+    char *p = put(hw->ok_head, ok_date(hw, now), OK_DATE_LEN);
+    p = put(p, cfg->server_hdr, cfg->server_hdr_len);
+    p = PUT_LIT(p, "Content-Type: ");
+    hw->ok_mime_off = (size_t)(p - hw->ok_head);
+    hw->ok_mime_len = mime_len;
+    p = put(p, mime, mime_len);
+    p = PUT_LIT(p, "\r\n");
+    hw->ok_head_len = (size_t)(p - hw->ok_head);
+    hw->ok_head_time = now;
+    hw->ok_head_cfg = cfg;
+    hw->ok_cl_len = 0; /* no length line yet */
+    return true;
+}
+
 /* The head of a response, into ctx->out, and after it `body` (may be
  * empty): one reservation, then plain copies. content_length < 0: none. */
 static void write_head(struct colibri_request *req, struct colibri_response *resp, int status,
@@ -61,12 +95,19 @@ static void write_head(struct colibri_request *req, struct colibri_response *res
     struct http_conn *hc = req->hc;
     struct strbuf *out = &ctx->out;
     const struct http_config *cfg = req->cfg;
-    /* a 200's status line comes with the Date line (ok_date) */
+    /* a 200 with a type begins with ok_head; any other, a 200's status
+     * line with its Date line (ok_date) */
     bool ok = likely(status == 200);
+    struct http_worker *hw = req->hw;
+    bool whole = ok && mime && ok_head(hw, cfg, conn_wall_time(ctx), mime);
+    bool with_cl =
+        whole && hw->ok_cl_len && content_length >= 0 && (uint64_t)content_length == hw->ok_cl;
     struct view line =
-        ok ? (struct view){.p = ok_date(req->hw, conn_wall_time(ctx)), .len = OK_DATE_LEN}
-           : http_status_line(status);
-    size_t mime_len = mime ? strlen(mime) : 0;
+        whole ? (struct view){.p = hw->ok_head,
+                              .len = hw->ok_head_len + (with_cl ? hw->ok_cl_len : 0)}
+        : ok  ? (struct view){.p = ok_date(req->hw, conn_wall_time(ctx)), .len = OK_DATE_LEN}
+              : http_status_line(status);
+    size_t mime_len = mime && !whole ? strlen(mime) : 0;
 
     if (conn_stopping(ctx))
         hc->closing = true;
@@ -76,18 +117,28 @@ static void write_head(struct colibri_request *req, struct colibri_response *res
         coro_abort(ctx->coro);
     char *p = out->buf + out->len;
     p = put(p, line.p, line.len);
-    if (!ok)
-        p = put(p, http_date_header(req->hw, conn_wall_time(ctx)), HTTP_DATE_HDR_LEN);
-    p = put(p, cfg->server_hdr, cfg->server_hdr_len);
-    if (mime) {
-        p = PUT_LIT(p, "Content-Type: ");
-        p = put(p, mime, mime_len);
-        p = PUT_LIT(p, "\r\n");
+    if (!whole) {
+        if (!ok)
+            p = put(p, http_date_header(req->hw, conn_wall_time(ctx)), HTTP_DATE_HDR_LEN);
+        p = put(p, cfg->server_hdr, cfg->server_hdr_len);
+        if (mime) {
+            p = PUT_LIT(p, "Content-Type: ");
+            p = put(p, mime, mime_len);
+            p = PUT_LIT(p, "\r\n");
+        }
     }
     if (content_length >= 0) {
-        p = PUT_LIT(p, "Content-Length: ");
-        p += u64_to_str((uint64_t)content_length, p);
-        p = PUT_LIT(p, "\r\n");
+        if (!with_cl) {
+            char *cl = p;
+            p = PUT_LIT(p, "Content-Length: ");
+            p += u64_to_str((uint64_t)content_length, p);
+            p = PUT_LIT(p, "\r\n");
+            if (whole) { /* the next answer may have the same length */
+                hw->ok_cl = (uint64_t)content_length;
+                hw->ok_cl_len = (size_t)(p - cl);
+                memcpy(hw->ok_head + hw->ok_head_len, cl, hw->ok_cl_len);
+            }
+        }
     } else if (resp && resp->chunked) {
         p = PUT_LIT(p, "Transfer-Encoding: chunked\r\n");
     }
