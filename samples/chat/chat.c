@@ -17,15 +17,14 @@
  * too slow to keep up (256 messages behind) is dropped from the room. */
 #include <colibri.h>
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "sample.h"
+
 #define MESSAGE_MAX  4096
 #define KEEPALIVE_MS 15000
-
-static struct colibri_server *server;
 
 static int room_ws(struct colibri_request *req, struct colibri_response *resp, void *room)
 {
@@ -92,12 +91,6 @@ static int room_say(struct colibri_request *req, struct colibri_response *resp, 
     return 204;
 }
 
-static void stop(int sig)
-{
-    (void)sig;
-    colibri_server_shutdown(server);
-}
-
 int main(int argc, char **argv)
 {
     char err[256];
@@ -121,10 +114,10 @@ int main(int argc, char **argv)
         argc -= 2;
         argv += 2;
     }
-    const char *addr = argc > 1 ? argv[1] : "127.0.0.1:8080";
+    const char *addr = argc > 1 ? argv[1] : SAMPLE_DEFAULT_ADDR;
     const char *www = argc > 2 ? argv[2] : CHAT_WWW;
     struct colibri_channel *room = colibri_channel_new(NULL);
-    server = colibri_server_new();
+    struct colibri_server *server = colibri_server_new();
     if (!room || !server)
         return 1;
     /* 4 KiB messages: no larger body on /say either */
@@ -144,12 +137,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "chat: %s\n", err);
         return 1;
     }
-    signal(SIGINT, stop);
-    signal(SIGTERM, stop);
-    int r = colibri_server_run(server, err, sizeof(err));
-    if (r)
-        fprintf(stderr, "chat: %s\n", err);
-    colibri_server_free(server);
+    int r = sample_run(server, "chat"); /* until Ctrl-C or SIGTERM; frees server */
     colibri_channel_free(room);
-    return r ? 1 : 0;
+    return r;
 }

@@ -37,14 +37,6 @@
  * signal never does). */
 #define SYNC_WAIT_MS 3000
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-
 bool sandbox_closed(const struct colibri_server *srv)
 {
     const struct colibri_server *top = srv->reload_of ? srv->reload_of : srv;

@@ -9,6 +9,16 @@
  * are added by sandbox_prepare(). */
 #pragma once
 
+/* An AddressSanitizer build: LeakSanitizer's tracer at exit needs /proc,
+ * ptrace and more, which the sandbox then allows (README, "Sandbox"). */
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>

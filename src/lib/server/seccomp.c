@@ -30,14 +30,6 @@
 #include "base/log.h"
 #include "server/sandbox.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-
 /* What the server calls after start-up: found by reading the code and
  * by running the black-box suite with the sandbox on (see README). */
 static const char *const allowed[] = {
