@@ -4,6 +4,7 @@
  * worker.c (the loop). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,6 +16,24 @@ uint64_t worker_now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* How far the coarse clock may lag the real one: its resolution (a
+ * jiffy, 4 ms at HZ 250), rounded up to whole milliseconds. A wait of N ms
+ * that starts from a lagging reading gets this much more, so it never ends
+ * early in real time. */
+static uint64_t coarse_lag_ms(void)
+{
+    static _Atomic uint64_t lag; /* 0: not read yet; every thread reads the same */
+    uint64_t l = atomic_load_explicit(&lag, memory_order_relaxed);
+    if (!l) {
+        struct timespec res = {0, 10000000}; /* 10 ms if the kernel cannot say */
+        clock_getres(CLOCK_MONOTONIC_COARSE, &res);
+        l = (uint64_t)res.tv_sec * 1000 + ((uint64_t)res.tv_nsec + 999999) / 1000000;
+        l = l ? l : 1;
+        atomic_store_explicit(&lag, l, memory_order_relaxed);
+    }
+    return l;
 }
 
 static int watch_one(struct conn_ctx *ctx, int fd, unsigned events)
@@ -79,6 +98,8 @@ int conn_wait_fd(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms)
             return r;
     }
     uint64_t deadline = timeout_ms < 0 ? TIMER_NEVER : worker_now_ms() + (uint64_t)timeout_ms;
+    if (timeout_ms > 0)
+        deadline += coarse_lag_ms();
     if (timer_add(&w->timers, &ctx->timer, deadline) < 0) {
         wait_cleanup(w, ctx);
         return -ENOMEM;
