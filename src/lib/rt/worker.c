@@ -1,4 +1,4 @@
-/* worker.c - the worker thread's loop: accept, wake coroutines on
+/* worker.c - the worker thread's loop: accept (rt/accept.c), wake coroutines on
  * readiness, expire timeouts, stop gracefully. */
 #include "rt/worker.h"
 
@@ -128,18 +128,6 @@ static void ctx_put(struct worker *w, struct conn_ctx *ctx)
 }
 
 /* --- connections ---------------------------------------------------------- */
-
-/* A connection's table entries (conns[fd], peers[fd]) belong to the thread
- * that holds the fd. One worker closes it and the kernel may give the same
- * number to another thread's next accept(): close() returning before that
- * accept() orders the two, an edge TSan cannot see, so it is said here. The
- * keys are mere addresses, one byte per fd modulo the array's size. */
-#ifdef COLIBRI_TSAN
-static char fd_sync[4096];
-#define FD_SYNC(fd) (&fd_sync[(unsigned)(fd) % sizeof(fd_sync)])
-#else
-#define FD_SYNC(fd) NULL
-#endif
 
 /* Events later in the batch that name fd (its socket's, a foreign fd's
  * waited on for it) are stale once it is closed: the number may be given to
@@ -357,59 +345,6 @@ static void take_handed_fds(struct worker *w)
     }
 }
 
-/* An fd held in reserve for accept_one(). An eventfd, not /dev/null: it
- * needs no file system, so it can be made again after a chroot. */
-static int spare_open(void)
-{
-    return eventfd(0, EFD_CLOEXEC);
-}
-
-/* One connection from a listening socket, or -1 when there is none to take
- * now (EAGAIN, or an error the next wake-up may not have). Out of fds, the
- * pending connection would keep the level-triggered socket readable and
- * spin the caller: the spare fd makes room to accept it and close it.
- * Aborted connections are skipped, a bounded number of them: a flood of
- * them must not keep the worker from its other connections (the socket
- * stays readable, and epoll reports it again). */
-static int accept_one(int lfd, int *spare, struct conn_peer *peers, uint32_t max_fds)
-{
-    for (int tries = 0; tries < 64; tries++) {
-        struct sockaddr_storage ss;
-        socklen_t sl = sizeof(ss);
-        int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd >= 0) {
-            tsan_acquire(FD_SYNC(fd));
-            if (peers && (uint32_t)fd < max_fds)
-                peers[fd] = conn_peer_from(&ss);
-            return fd;
-        }
-        if (errno == EINTR || errno == ECONNABORTED)
-            continue;
-        if (errno == EAGAIN)
-            return -1;
-        int e = errno;
-        if ((e != EMFILE && e != ENFILE) || *spare < 0) {
-            LOG_LIMITED(LOG_ERROR, "accept() failed: %s", strerror(e));
-            return -1;
-        }
-        /* EMFILE comes before the queue is looked at: stop when the
-         * freed slot finds nothing to accept */
-        close(*spare);
-        fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd >= 0)
-            close(fd);
-        *spare = spare_open();
-        if (fd >= 0)
-            LOG_LIMITED(LOG_ERROR,
-                        "accept() failed: %s: out of file descriptors, a connection was closed "
-                        "unanswered",
-                        strerror(e));
-        if (fd < 0)
-            return -1;
-    }
-    return -1;
-}
-
 static void accept_burst(struct worker *w, int lfd, uint16_t listener)
 {
     /* level-triggered: take a bounded batch, epoll reports the rest */
@@ -419,173 +354,6 @@ static void accept_burst(struct worker *w, int lfd, uint16_t listener)
             return;
         adopt(w, fd, listener);
     }
-}
-
-struct acceptor_change {
-    struct acceptor_change *next;
-    unsigned idx;
-    int fd;     /* >= 0: add it; -1: remove idx */
-    int *table; /* an add's room for idx + 8 fds, allocated by the caller */
-};
-
-void acceptor_init(struct acceptor *a, int wake_fd)
-{
-    *a = (struct acceptor){.wake_fd = wake_fd};
-    pthread_mutex_init(&a->lock, NULL);
-}
-
-static int acceptor_queue(struct acceptor *a, unsigned idx, int fd)
-{
-    struct acceptor_change *c = malloc(sizeof(*c));
-    int *table = fd >= 0 ? malloc((idx + 8) * sizeof(int)) : NULL;
-    if (!c || (fd >= 0 && !table)) {
-        free(c);
-        free(table);
-        return -ENOMEM;
-    }
-    *c = (struct acceptor_change){.idx = idx, .fd = fd, .table = table};
-    pthread_mutex_lock(&a->lock);
-    struct acceptor_change **tail = &a->changes;
-    while (*tail)
-        tail = &(*tail)->next;
-    *tail = c;
-    pthread_mutex_unlock(&a->lock);
-    uint64_t one = 1;
-    ssize_t r = write(a->wake_fd, &one, sizeof(one));
-    (void)r; /* fails only when the counter is saturated: it is awake */
-    return 0;
-}
-
-int acceptor_add_listener(struct acceptor *a, unsigned idx, int fd)
-{
-    int r = acceptor_queue(a, idx, fd);
-    if (r < 0)
-        close(fd);
-    return r;
-}
-
-void acceptor_remove_listener(struct acceptor *a, unsigned idx)
-{
-    if (acceptor_queue(a, idx, -1) < 0)
-        log_msg(LOG_ERROR, "acceptor: out of memory: listener %u stays open", idx);
-}
-
-/* The queued changes, made on the acceptor's thread (epfd < 0: only the
- * table, after it stopped). */
-static void acceptor_apply(struct acceptor *a, int epfd)
-{
-    pthread_mutex_lock(&a->lock);
-    struct acceptor_change *c = a->changes;
-    a->changes = NULL;
-    pthread_mutex_unlock(&a->lock);
-    while (c) {
-        struct acceptor_change *next = c->next;
-        if (c->idx >= a->n_fds && c->table) {
-            /* the table grows into the room the caller allocated */
-            unsigned n = c->idx + 8;
-            for (unsigned i = 0; i < n; i++)
-                c->table[i] = i < a->n_fds ? a->fds[i] : -1;
-            free(a->fds);
-            a->fds = c->table;
-            a->n_fds = n;
-            c->table = NULL;
-        }
-        /* an add always has its slot; a remove beyond the table has nothing */
-        int *slot = c->idx < a->n_fds ? &a->fds[c->idx] : NULL;
-        if (slot && *slot >= 0) { /* removed, or replaced */
-            if (epfd >= 0)
-                epoll_ctl(epfd, EPOLL_CTL_DEL, *slot, NULL);
-            close(*slot);
-            *slot = -1;
-        }
-        if (c->fd >= 0) {
-            struct epoll_event ev = {.events = EPOLLIN,
-                                     .data.u64 = EV_LISTEN_AT(c->idx) | (uint32_t)c->fd};
-            if (epfd >= 0 && epoll_ctl(epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0)
-                log_msg(LOG_ERROR, "acceptor: listener %u: epoll_ctl: %s", c->idx, strerror(errno));
-            *slot = c->fd;
-        }
-        free(c->table);
-        free(c);
-        c = next;
-    }
-}
-
-int acceptor_run(struct acceptor *a, struct worker *workers, unsigned n, volatile int *stop)
-{
-    bool *woken = calloc(n, sizeof(bool));
-    int epfd = woken ? epoll_create1(EPOLL_CLOEXEC) : -1;
-    if (epfd < 0) {
-        int e = woken ? -errno : -ENOMEM;
-        free(woken);
-        return e;
-    }
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_WAKE};
-    epoll_ctl(epfd, EPOLL_CTL_ADD, a->wake_fd, &ev);
-    /* every listener comes as a queued change, those added before it ran
-     * too (nothing applies them before) */
-    acceptor_apply(a, epfd);
-    int spare = spare_open();
-    while (!*stop) {
-        struct epoll_event events[16];
-        int k = epoll_wait(epfd, events, (int)N_ELEMENTS(events), -1);
-        bool changes = false;
-        for (int e = 0; e < k; e++) {
-            if (!(events[e].data.u64 & EV_LISTEN)) {
-                uint64_t v;
-                ssize_t r = read(a->wake_fd, &v, sizeof(v));
-                (void)r;
-                changes = true;
-                continue;
-            }
-            int lfd = EV_FD(events[e].data.u64);
-            for (int i = 0; i < 256; i++) {
-                int fd = accept_one(lfd, &spare, workers[0].peers, workers[0].max_fds);
-                if (fd < 0)
-                    break;
-                unsigned wi = ((unsigned)fd / 2) % n;
-                struct fd_ring *r = workers[wi].ring;
-                uint32_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
-                if (t - atomic_load_explicit(&r->head, memory_order_acquire) == FD_RING_SIZE) {
-                    close(fd); /* that worker is hopelessly behind */
-                    continue;
-                }
-                r->fds[t % FD_RING_SIZE].fd = fd;
-                r->fds[t % FD_RING_SIZE].listener = EV_LISTENER(events[e].data.u64);
-                atomic_store_explicit(&r->tail, t + 1, memory_order_release);
-                woken[wi] = true;
-            }
-        }
-        /* one wake-up per worker per burst, not per connection */
-        for (unsigned i = 0; i < n; i++) {
-            if (!woken[i])
-                continue;
-            uint64_t one = 1;
-            ssize_t r = write(workers[i].wake_fd, &one, sizeof(one));
-            (void)r;
-            woken[i] = false;
-        }
-        /* after the batch: no event of it names an fd closed here */
-        if (changes)
-            acceptor_apply(a, epfd);
-    }
-    free(woken);
-    if (spare >= 0)
-        close(spare);
-    close(epfd);
-    return 0;
-}
-
-void acceptor_destroy(struct acceptor *a)
-{
-    acceptor_apply(a, -1);
-    for (unsigned i = 0; i < a->n_fds; i++)
-        if (a->fds[i] >= 0)
-            close(a->fds[i]);
-    free(a->fds);
-    a->fds = NULL;
-    a->n_fds = 0;
-    pthread_mutex_destroy(&a->lock);
 }
 
 /* --- waits: timers and foreign fds ----------------------------------------- */

@@ -142,6 +142,26 @@ void worker_remove_listener(struct worker *w, unsigned idx);
  * while it runs (a reload): changes are queued from any thread and made by
  * the acceptor itself between two waits, so it never accepts on an fd
  * that is being closed. */
+/* A connection's table entries (conns[fd], peers[fd]) belong to the thread
+ * that holds the fd. One worker closes it and the kernel may give the same
+ * number to another thread's next accept(): close() returning before that
+ * accept() orders the two, an edge TSan cannot see, so it is said here. The
+ * keys are mere addresses, one byte per fd modulo the array's size. */
+#ifdef COLIBRI_TSAN
+extern char fd_sync[4096]; /* rt/accept.c */
+#define FD_SYNC(fd) (&fd_sync[(unsigned)(fd) % sizeof(fd_sync)])
+#else
+#define FD_SYNC(fd) NULL
+#endif
+
+/* rt/accept.c: an fd held in reserve, for accept_one() to make room with
+ * when the process is out of fds (an eventfd: no file system needed). */
+int spare_open(void);
+/* One connection from the listening socket lfd (non-blocking, its peer
+ * recorded in peers[fd] when peers is given), or -1 when there is none to
+ * take now. */
+int accept_one(int lfd, int *spare, struct conn_peer *peers, uint32_t max_fds);
+
 struct acceptor_change;
 struct acceptor {
     int wake_fd; /* written to wake it: a stop, or changes queued */
