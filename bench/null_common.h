@@ -6,6 +6,8 @@
 #ifndef NULL_COMMON_H
 #define NULL_COMMON_H
 
+#include <signal.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -33,6 +35,17 @@ static void die(const char *what)
 {
     perror(what);
     exit(1);
+}
+
+/* Runs worker on `threads` threads (this one included), SIGPIPE ignored. */
+static void run_threads(int threads, void *(*worker)(void *))
+{
+    signal(SIGPIPE, SIG_IGN);
+    pthread_t t;
+    for (int i = 1; i < threads; i++)
+        if (pthread_create(&t, NULL, worker, NULL) != 0)
+            die("pthread_create");
+    worker(NULL);
 }
 
 /* Experiments (bench/RESULTS.md, issue 12), from the environment, the

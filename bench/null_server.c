@@ -218,11 +218,6 @@ int main(int argc, char **argv)
         split_body = p + atol(v) % 4096;
         memcpy(split_body, small + header_len, body_len);
     }
-    signal(SIGPIPE, SIG_IGN);
-    pthread_t t;
-    for (int i = 1; i < threads; i++)
-        if (pthread_create(&t, NULL, worker, NULL) != 0)
-            die("pthread_create");
-    worker(NULL);
+    run_threads(threads, worker);
     return 0;
 }

@@ -338,11 +338,6 @@ int main(int argc, char **argv)
     port = atoi(argv[1]);
     int threads = atoi(argv[2]);
     build_responses(argv[3], short_header, true);
-    signal(SIGPIPE, SIG_IGN);
-    pthread_t t;
-    for (int i = 1; i < threads; i++)
-        if (pthread_create(&t, NULL, worker, NULL) != 0)
-            die("pthread_create");
-    worker(NULL);
+    run_threads(threads, worker);
     return 0;
 }

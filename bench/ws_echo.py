@@ -92,6 +92,21 @@ def client(port, conns, depth, size, seconds, out):
         s.close()
 
 
+def run_clients(a, port):
+    """a.procs client processes against port; the messages they all echoed."""
+    q = multiprocessing.Queue()
+    ps = [
+        multiprocessing.Process(target=client, args=(port, a.conns, a.depth, a.size, a.seconds, q))
+        for _ in range(a.procs)
+    ]
+    for p in ps:
+        p.start()
+    total = sum(q.get(timeout=a.seconds + 30) for _ in ps)
+    for p in ps:
+        p.join(10)
+    return total
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=1)
@@ -104,16 +119,7 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     a = ap.parse_args()
     if a.port:
-        q = multiprocessing.Queue()
-        ps = [
-            multiprocessing.Process(target=client, args=(a.port, a.conns, a.depth, a.size, a.seconds, q))
-            for _ in range(a.procs)
-        ]
-        for p in ps:
-            p.start()
-        total = sum(q.get(timeout=a.seconds + 30) for _ in ps)
-        for p in ps:
-            p.join(10)
+        total = run_clients(a, a.port)
         report(a, total)
         return
     (port,) = free_ports(1)
@@ -132,16 +138,7 @@ def main():
                     if time.monotonic() > deadline:
                         raise SystemExit("ws_echo.py: colibri did not start")
                     time.sleep(0.02)
-            q = multiprocessing.Queue()
-            ps = [
-                multiprocessing.Process(target=client, args=(port, a.conns, a.depth, a.size, a.seconds, q))
-                for _ in range(a.procs)
-            ]
-            for p in ps:
-                p.start()
-            total = sum(q.get(timeout=a.seconds + 30) for _ in ps)
-            for p in ps:
-                p.join(10)
+            total = run_clients(a, port)
         finally:
             srv.terminate()
             srv.wait(10)
