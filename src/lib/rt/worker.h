@@ -18,6 +18,7 @@
 #include <sys/uio.h>
 #include <time.h>
 
+#include "base/tsan.h" /* COLIBRI_TSAN, for FD_SYNC() */
 #include "rt/conn.h"
 #include "rt/timer.h"
 #include "rt/tq.h"
