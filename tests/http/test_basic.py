@@ -43,6 +43,26 @@ def test_date_header_is_imf_fixdate_and_current(server):
     assert abs(when - time.time()) < 3, (date, time.time())
 
 
+def test_date_header_follows_the_second_on_one_connection(server):
+    """The worker reads the wall clock once per monotonic second and derives
+    it in between: on one keep-alive connection, requests every 20 ms across
+    the start of a second each get a Date between the second the request
+    left in and the second the answer came back in (the coarse clock lags by
+    a few ms at most, the margin covers that)."""
+    with server.conn() as c:
+        for _ in range(3):
+            time.sleep((0.9 - time.time() % 1.0) % 1.0)
+            for _ in range(10):
+                before = time.time()
+                c.send(request("GET", "/hello"))
+                r = c.read_response()
+                after = time.time()
+                assert r.status == 200
+                when = email.utils.parsedate_to_datetime(r.header("Date")).timestamp()
+                assert int(before - 0.01) <= when <= int(after), (r.header("Date"), before, after)
+                time.sleep(0.02)
+
+
 @pytest.mark.parametrize(
     "query,expected",
     [

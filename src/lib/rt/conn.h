@@ -124,8 +124,10 @@ struct conn_ctx {
     /* every context the worker allocated (worker_quiesce() walks them) */
     struct conn_ctx *all_prev, *all_next;
     bool held; /* in use when worker_quiesce() was called, and not back since */
-    /* in conn_park(): on the worker's list of parked contexts, oldest first */
-    bool parked;
+    /* in conn_park() now; on the worker's list of parked contexts (it
+     * stays on it while it runs, see rt/park.h); resumed since the list
+     * last looked at it */
+    bool parked, park_listed, park_used;
     struct conn_ctx *park_prev, *park_next;
     /* conn_sleep() and conn_wait_fd(): the deadline in the worker's timer
      * heap, the foreign fd registered with epoll (-1: none; a dup() of the

@@ -25,15 +25,41 @@
 
 /* The worker's clocks, read once per wake-up through the vDSO (no system
  * call): `now` for the timeout queues, `wall_time` for the Date header the
- * HTTP layer formats from it once per second. */
+ * HTTP layer formats from it once per second. Only the monotonic clock is
+ * read on every wake-up: the coarse clocks advance together at each tick,
+ * so the wall clock is the monotonic one plus an offset, kept as the
+ * monotonic instant at which the next wall second begins. The wall clock
+ * itself is read again whenever the monotonic second changes, so a step of
+ * the system time shows within a second. */
+#define NS_PER_S 1000000000ull
+
+static void read_wall_clock(struct worker *w)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+    w->wall_time = ts.tv_sec;
+    w->wall_edge = w->mono_ns + (NS_PER_S - (uint64_t)ts.tv_nsec);
+}
+
 static void update_clocks(struct worker *w)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    w->now = (uint32_t)ts.tv_sec;
-    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
-    w->wall_time = ts.tv_sec;
-    w->wall_ns = ts.tv_nsec; /* divided only when a tick is wanted */
+    w->mono_ns = (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
+    if (unlikely((uint32_t)ts.tv_sec != w->now || !w->wall_edge)) {
+        w->now = (uint32_t)ts.tv_sec;
+        read_wall_clock(w);
+    } else if (unlikely(w->mono_ns >= w->wall_edge)) {
+        /* within one monotonic second: the wall second moved on once */
+        w->wall_time++;
+        w->wall_edge += NS_PER_S;
+    }
+}
+
+/* Nanoseconds into wall_time, as of the last wake-up. */
+static inline uint64_t wall_ns(const struct worker *w)
+{
+    return NS_PER_S - (w->wall_edge - w->mono_ns);
 }
 
 /* --- context pool --------------------------------------------------------- */
@@ -67,7 +93,6 @@ static void ctx_put(struct worker *w, struct conn_ctx *ctx);
  * context, in the idle queue and in epoll, as it already is. */
 static void reclaim_parked(struct worker *w, struct conn_ctx *ctx)
 {
-    parked_unlink(w, ctx);
     w->conns[ctx->fd].ctx = NULL;
     coro_reset(ctx->coro, conn_coro_main, ctx);
     ctx_put(w, ctx);
@@ -75,9 +100,10 @@ static void reclaim_parked(struct worker *w, struct conn_ctx *ctx)
 
 static struct conn_ctx *ctx_get(struct worker *w)
 {
-    if (!w->free_ctx && w->parked_head)
-        reclaim_parked(w, w->parked_head);
-    struct conn_ctx *ctx = w->free_ctx;
+    struct conn_ctx *ctx;
+    if (!w->free_ctx && (ctx = parked_victim(w)))
+        reclaim_parked(w, ctx);
+    ctx = w->free_ctx;
     if (ctx) {
         w->free_ctx = ctx->next_free;
         w->n_free_ctx--;
@@ -114,6 +140,9 @@ static void ctx_put(struct worker *w, struct conn_ctx *ctx)
 {
     if (unlikely(ctx->held)) /* its run ended: a grace period may end with it */
         quiesce_release(w, ctx);
+    if (ctx->park_listed)
+        parked_unlink(w, ctx);
+    ctx->parked = ctx->park_used = false;
     if (w->n_free_ctx >= w->cfg->max_free_ctx) {
         ctx_destroy(ctx);
         return;
@@ -154,8 +183,6 @@ static void conn_close(struct worker *w, int fd)
     if (c->ctx) {
         struct conn_ctx *ctx = c->ctx;
         c->ctx = NULL;
-        if (ctx->parked)
-            parked_unlink(w, ctx);
         if (ctx->waiting >= CONN_WAIT_TIMER) {
             if (w->cfg->proto->abandon)
                 w->cfg->proto->abandon(ctx);
@@ -230,7 +257,7 @@ static void after_resume(struct worker *w, int fd, int r)
         ctx->waiting = CONN_WAIT_READ;
         if (unlikely(ctx->held)) /* its run ended: a grace period may end with it */
             quiesce_release(w, ctx);
-        parked_append(w, ctx);
+        parked_enter(w, ctx);
         go_idle(w, fd);
         return;
     }
@@ -313,7 +340,7 @@ static void conn_event(struct worker *w, int fd, uint32_t events)
                  (ctx->waiting == CONN_WAIT_WRITE && (events & EPOLLOUT));
     if (ready) {
         if (ctx->parked) /* the next request, or a hangup */
-            parked_unlink(w, ctx);
+            parked_leave(ctx);
         after_resume(w, fd, coro_resume(ctx->coro));
     }
 }
@@ -398,7 +425,7 @@ static inline int loop_timeout(const struct worker *w)
     /* the protocol's tick: just after the next second begins (the
      * coarse clock may lag by a few milliseconds) */
     if (w->tick_wanted) {
-        int next = 1000 - (int)(w->wall_ns / 1000000) + 5;
+        int next = 1000 - (int)(wall_ns(w) / 1000000) + 5;
         if (timeout < 0 || next < timeout)
             timeout = next;
     }

@@ -75,7 +75,8 @@ struct worker {
     int batch_next, batch_n;
     uint32_t now;            /* seconds since the worker started (monotonic) */
     time_t wall_time;        /* UTC seconds, as of the last wake-up */
-    long wall_ns;            /* nanoseconds into wall_time */
+    uint64_t mono_ns;        /* CLOCK_MONOTONIC_COARSE at the last wake-up */
+    uint64_t wall_edge;      /* mono_ns at which wall_time's next second begins */
     bool tick_wanted;        /* the protocol asked for its tick (conn_want_tick) */
     time_t tick_time;        /* the second it asked in */
     struct conn_peer *peers; /* indexed by fd like conns, or NULL: not recorded */
