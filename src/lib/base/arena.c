@@ -30,11 +30,9 @@ void *arena_alloc(struct arena *a, size_t n)
     return p;
 }
 
-void arena_reset(struct arena *a)
+void arena_reset_blocks(struct arena *a)
 {
     struct arena_block *b = a->blocks;
-    if (!b)
-        return;
     while (b->next) {
         struct arena_block *next = b->next;
         free(b);

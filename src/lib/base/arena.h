@@ -16,5 +16,11 @@ struct arena {
 
 /* Returns NULL when out of memory. */
 void *arena_alloc(struct arena *a, size_t n);
-void arena_reset(struct arena *a);
+void arena_reset_blocks(struct arena *a);
+/* Empties the arena (inline: most requests never allocated from it). */
+static inline void arena_reset(struct arena *a)
+{
+    if (a->blocks)
+        arena_reset_blocks(a);
+}
 void arena_free(struct arena *a);

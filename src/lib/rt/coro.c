@@ -232,7 +232,7 @@ int coro_defer(struct coro *coro, void (*fn)(void *), void *arg)
     return 0;
 }
 
-void coro_defer_run_to(struct coro *coro, unsigned mark)
+void coro_defer_run_slow(struct coro *coro, unsigned mark)
 {
     run_defers(coro, mark);
 }

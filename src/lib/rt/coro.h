@@ -80,5 +80,11 @@ static inline unsigned coro_defer_mark(const struct coro *coro)
 {
     return coro->n_defers;
 }
-/* Runs, newest first, the defers registered since mark. */
-void coro_defer_run_to(struct coro *coro, unsigned mark);
+/* Runs, newest first, the defers registered since mark (inline: most
+ * requests registered none). */
+void coro_defer_run_slow(struct coro *coro, unsigned mark);
+static inline void coro_defer_run_to(struct coro *coro, unsigned mark)
+{
+    if (coro->n_defers > mark)
+        coro_defer_run_slow(coro, mark);
+}
