@@ -138,26 +138,37 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
     return !hc->closing;
 }
 
+/* Parses what is buffered: the head's length, 0 when it is incomplete (the
+ * bytes moved to the buffer's start, to be read after), or -status. */
+static inline ssize_t parse_buffered(struct conn_ctx *ctx, const struct http_limits *limits,
+                                     struct http_head *head)
+{
+    ssize_t r = http_parse_head(ctx->in + ctx->in_pos, ctx->in_len - ctx->in_pos, limits, head);
+    if (r == 0)
+        conn_compact(ctx);
+    return r;
+}
+
 /* Parses the next request head, reading as needed. Returns its length, 0
  * when the connection should go idle or close (hc->closing), or -status. */
 static ssize_t next_head(struct conn_ctx *ctx, struct http_conn *hc,
                          const struct http_limits *limits, struct http_head *head)
 {
-    bool parse = true;
+    /* what a timeout finds from here on deserves a 408 when bytes of a
+     * request are buffered */
+    bool idle = ctx->in_len == ctx->in_pos;
+    if (!idle) {
+        hc->mid_request = true;
+        ssize_t r = parse_buffered(ctx, limits, head);
+        if (r != 0)
+            return r;
+    } else {
+        hc->mid_request = false;
+        ctx->in_pos = ctx->in_len = 0;
+    }
     for (;;) {
-        size_t avail = ctx->in_len - ctx->in_pos;
-        hc->mid_request = avail > 0; /* a timeout now deserves a 408 */
-        if (avail && parse) {
-            ssize_t r = http_parse_head(ctx->in + ctx->in_pos, avail, limits, head);
-            if (r != 0)
-                return r;
-            conn_compact(ctx);
-        } else if (!avail) {
-            ctx->in_pos = ctx->in_len = 0;
-        }
         /* responses to what we have leave before we wait for more */
         conn_flush(ctx);
-        bool idle = avail == 0;
         if (idle && !ctx->last_read_full)
             return 0;
         if (ctx->in_len == ctx->in_cap)
@@ -169,6 +180,9 @@ static ssize_t next_head(struct conn_ctx *ctx, struct http_conn *hc,
             hc->closing = true;
             return 0;
         }
+        size_t avail = ctx->in_len - ctx->in_pos;
+        idle = false;
+        hc->mid_request = true;
         /* A head ends with a line feed: bytes without one cannot complete
          * it, so a head trickled in tiny pieces is not rescanned from its
          * start for every piece (the size limit is still checked). The
@@ -176,9 +190,12 @@ static ssize_t next_head(struct conn_ctx *ctx, struct http_conn *hc,
          * one (a TLS hello, noise) is answered now, not when the request
          * timeout runs out; tested first, as it is the common case and
          * spares the memchr(). */
-        parse = ctx->in_len - (size_t)n == ctx->in_pos ||
-                ctx->in_len - ctx->in_pos > limits->max_head ||
-                memchr(ctx->in + ctx->in_len - n, '\n', (size_t)n);
+        if (avail == (size_t)n || avail > limits->max_head ||
+            memchr(ctx->in + ctx->in_len - n, '\n', (size_t)n)) {
+            ssize_t r = parse_buffered(ctx, limits, head);
+            if (r != 0)
+                return r;
+        }
     }
 }
 
