@@ -231,7 +231,7 @@ static __attribute__((noinline)) void wait_begin(struct worker *w, int fd, int r
 
 /* A connection between requests waits for the next one: the keep-alive
  * timeout runs, and epoll watches it. */
-static void go_idle(struct worker *w, int fd)
+static __attribute__((noinline)) void go_idle_slow(struct worker *w, int fd)
 {
     struct conn *c = &w->conns[fd];
     if (c->flags & CONN_IN_REQ_Q)
@@ -245,22 +245,24 @@ static void go_idle(struct worker *w, int fd)
         conn_close(w, fd);
 }
 
-/* After the coroutine switched back to us: decide what the connection
- * waits for. */
-static void after_resume(struct worker *w, int fd, int r)
+/* Inline, the common case: a keep-alive connection whose request came and
+ * went within the second it was queued in is where it has to be. */
+static inline void go_idle(struct worker *w, int fd)
+{
+    const struct conn *c = &w->conns[fd];
+    if ((c->flags & (CONN_IN_REQ_Q | CONN_IN_IDLE_Q | CONN_IN_EPOLL)) !=
+            (CONN_IN_IDLE_Q | CONN_IN_EPOLL) ||
+        c->deadline != w->now + w->idle_q.timeout)
+        go_idle_slow(w, fd);
+}
+
+/* After the coroutine switched back to us, anything but parking: decide
+ * what the connection waits for. */
+static __attribute__((noinline)) void after_resume_slow(struct worker *w, int fd, int r)
 {
     struct conn *c = &w->conns[fd];
     struct conn_ctx *ctx = c->ctx;
 
-    if (r == CONN_PARK) {
-        /* idle, keeping its context on loan (rt/park.h) */
-        ctx->waiting = CONN_WAIT_READ;
-        if (unlikely(ctx->held)) /* its run ended: a grace period may end with it */
-            quiesce_release(w, ctx);
-        parked_enter(w, ctx);
-        go_idle(w, fd);
-        return;
-    }
     if (r > 0) {
         if (unlikely(r >= CONN_WAIT_TIMER)) {
             wait_begin(w, fd, r);
@@ -287,6 +289,23 @@ static void after_resume(struct worker *w, int fd, int r)
     c->ctx = NULL;
     ctx_put(w, ctx);
     go_idle(w, fd);
+}
+
+/* After the coroutine switched back to us: inline, the common case of a
+ * keep-alive connection that parks between requests. */
+static inline void after_resume(struct worker *w, int fd, int r)
+{
+    if (likely(r == CONN_PARK)) {
+        /* idle, keeping its context on loan (rt/park.h) */
+        struct conn_ctx *ctx = w->conns[fd].ctx;
+        ctx->waiting = CONN_WAIT_READ;
+        if (unlikely(ctx->held)) /* its run ended: a grace period may end with it */
+            quiesce_release(w, ctx);
+        parked_enter(w, ctx);
+        go_idle(w, fd);
+        return;
+    }
+    after_resume_slow(w, fd, r);
 }
 
 /* Bytes arrived on an idle (or brand new) connection. */
