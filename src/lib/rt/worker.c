@@ -33,12 +33,23 @@
  * the system time shows within a second. */
 #define NS_PER_S 1000000000ull
 
+/* The wall clock, and with it the monotonic reading it goes with: read
+ * again until no tick of the clocks came between the two, so wall_edge is
+ * exact and every worker's wall second turns at the same instant. */
 static void read_wall_clock(struct worker *w)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
-    w->wall_time = ts.tv_sec;
-    w->wall_edge = w->mono_ns + (NS_PER_S - (uint64_t)ts.tv_nsec);
+    struct timespec rt, mono;
+    for (;;) {
+        clock_gettime(CLOCK_REALTIME_COARSE, &rt);
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &mono);
+        uint64_t m = (uint64_t)mono.tv_sec * NS_PER_S + (uint64_t)mono.tv_nsec;
+        if (m == w->mono_ns)
+            break;
+        w->mono_ns = m;
+        w->now = (uint32_t)mono.tv_sec;
+    }
+    w->wall_time = rt.tv_sec;
+    w->wall_edge = w->mono_ns + (NS_PER_S - (uint64_t)rt.tv_nsec);
 }
 
 static void update_clocks(struct worker *w)
