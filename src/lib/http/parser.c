@@ -179,8 +179,9 @@ static int host_line_fast(const char *v, struct http_head *head, unsigned *st)
     if (!cr)
         return 0;
     unsigned n = (unsigned)__builtin_ctz(cr);
-    if (v[n + 1] != '\n' || n == 0 || v[n - 1] == ' ')
+    if (v[n + 1] != '\n')
         return 0;
+    /* an empty value, OWS or any other byte: host_valid_fast() says -1 */
     int ok = host_valid_fast(v, n);
     if (ok < 0)
         return 0;
