@@ -126,11 +126,18 @@ static bool host_valid(const char *s, size_t n, bool allow_empty)
  * the value is something else (longer than 16 bytes, upper case, other
  * characters, an IP literal, escapes): host_valid() then decides. The
  * caller guarantees 16 readable bytes at s; only the first n count. */
+static inline __attribute__((always_inline)) int host_valid_x(__m128i x, const char *s, size_t n);
+
 static int host_valid_fast(const char *s, size_t n)
 {
     if (n == 0 || n > 16)
         return -1;
-    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)s);
+    return host_valid_x(_mm_loadu_si128((const __m128i *)(const void *)s), s, n);
+}
+
+/* host_valid_fast() once x holds the 16 bytes at s and 1 <= n <= 16 */
+static inline __attribute__((always_inline)) int host_valid_x(__m128i x, const char *s, size_t n)
+{
     __m128i d = _mm_sub_epi8(x, _mm_set1_epi8('0')), l = _mm_sub_epi8(x, _mm_set1_epi8('a'));
     /* x - lo <= hi - lo as one unsigned compare (min(v, k) == v) */
     __m128i digit = _mm_cmpeq_epi8(_mm_min_epu8(d, _mm_set1_epi8(9)), d);
@@ -179,10 +186,10 @@ static int host_line_fast(const char *v, struct http_head *head, unsigned *st)
     if (!cr)
         return 0;
     unsigned n = (unsigned)__builtin_ctz(cr);
-    if (v[n + 1] != '\n')
+    if (n == 0 || v[n + 1] != '\n')
         return 0;
-    /* an empty value, OWS or any other byte: host_valid_fast() says -1 */
-    int ok = host_valid_fast(v, n);
+    /* OWS or any other byte: host_valid_x() says -1 */
+    int ok = host_valid_x(x, v, n);
     if (ok < 0)
         return 0;
     /* a second Host, or a bad value: the general path gives the same 400 */
