@@ -178,8 +178,8 @@ static inline __attribute__((always_inline)) int host_valid_x(__m128i x, const c
  * bytes from v, and the two after the value, are readable (the caller
  * checked 18). Returns the bytes from v past the CRLF, 0 when the line is
  * of another kind (the general path parses it again from its start), or
- * -400. */
-static int host_line_fast(const char *v, struct http_head *head, unsigned *st)
+ * -400. It is the head's first field: there was no Host before. */
+static int host_line_fast(const char *v, struct http_head *head)
 {
     __m128i x = _mm_loadu_si128((const __m128i *)(const void *)v);
     unsigned cr = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8('\r')));
@@ -192,10 +192,9 @@ static int host_line_fast(const char *v, struct http_head *head, unsigned *st)
     int ok = host_valid_x(x, v, n);
     if (ok < 0)
         return 0;
-    /* a second Host, or a bad value: the general path gives the same 400 */
-    if (!ok || (*st & ST_HOST))
+    /* a bad value: the general path gives the same 400 */
+    if (!ok)
         return -400;
-    *st |= ST_HOST;
     if (!(head->flags & HTTP_F_ABSOLUTE))
         head->host = mkview(v, v + n);
     return (int)n + 2;
@@ -416,25 +415,24 @@ static COLD int version_other(const char **pp, const char *end, struct http_head
     return 0;
 }
 
-/* Expect: only 100-continue is known (417 for others, at the end). */
-static COLD void field_expect(const char *val, size_t vlen, struct http_head *head, unsigned *st)
+/* Expect: only 100-continue is known; returns ST_EXPECT_BAD for others (417
+ * at the end of the head). */
+static COLD unsigned field_expect(const char *val, size_t vlen, struct http_head *head)
 {
     if (vlen == 12 && case_eq(val, "100-continue", 12)) {
         /* RFC 9110 10.1.1: ignored in an HTTP/1.0 request */
         if (head->version_minor)
             head->flags |= HTTP_F_EXPECT_CONTINUE;
     } else {
-        *st |= ST_EXPECT_BAD;
+        return ST_EXPECT_BAD;
     }
+    return 0;
 }
 
-/* Host: exactly one, a valid uri-host [":" port]. */
+/* Host: a valid uri-host [":" port] (the caller counts them). */
 static inline int field_host(const char *val, const char *val_end, const char *end,
-                             struct http_head *head, unsigned *st)
+                             struct http_head *head)
 {
-    if (*st & ST_HOST)
-        return -400;
-    *st |= ST_HOST;
     size_t vlen = (size_t)(val_end - val);
 #if HTTP_SIMD
     int fast = end - val >= 16 ? host_valid_fast(val, vlen) : -1;
@@ -494,7 +492,10 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
         method = COLIBRI_GET;
         p += 3;
     } else {
-        method = method_other(&p, end);
+        /* (a copy: p itself stays in a register) */
+        const char *mp = p;
+        method = method_other(&mp, end);
+        p = mp;
         if (method == -2)
             goto line_more;
         if (method < -1)
@@ -524,10 +525,14 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
     int rc;
     if (likely(end - p >= 10 && memcmp(p, "HTTP/1.1\r\n", 10) == 0)) {
         p += 10;
-    } else if ((rc = version_other(&p, end, head)) != 0) {
-        if (rc > 0)
-            goto line_more;
-        return rc;
+    } else {
+        const char *vp = p;
+        if ((rc = version_other(&vp, end, head)) != 0) {
+            if (rc > 0)
+                goto line_more;
+            return rc;
+        }
+        p = vp;
     }
 
     if (unlikely(method < 0))
@@ -555,10 +560,13 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
         uint64_t w;
         memcpy(&w, p, 8);
         if (((w | 0x20202020u) & 0xffffffffffffu) == HOST_COLON_SP) {
-            int r = host_line_fast(p + 6, head, &st);
+            int r = host_line_fast(p + 6, head);
             if (r < 0)
                 return r;
-            p += r ? 6 + (size_t)r : 0;
+            if (r > 0) {
+                p += 6 + (size_t)r;
+                st = ST_HOST;
+            }
         }
     }
 #endif
@@ -615,8 +623,13 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
 
         switch (name_len) {
         case 4:
-            if (name_is(name, "host", 4) && (rc = field_host(val, val_end, end, head, &st)) < 0)
-                return rc;
+            if (name_is(name, "host", 4)) {
+                if (st & ST_HOST)
+                    return -400; /* exactly one */
+                st |= ST_HOST;
+                if ((rc = field_host(val, val_end, end, head)) < 0)
+                    return rc;
+            }
             break;
         case 10:
             if (name_is(name, "connection", 10) &&
@@ -632,7 +645,7 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
             break;
         case 6:
             if (unlikely(name_is(name, "expect", 6)))
-                field_expect(val, (size_t)(val_end - val), head, &st);
+                st |= field_expect(val, (size_t)(val_end - val), head);
             break;
         case 14:
             if (unlikely(name_is(name, "content-length", 14)) &&
@@ -641,9 +654,12 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
             break;
         case 17: /* If-Modified-Since too */
             file_field(name, &head->flags);
-            if (unlikely(name_is(name, "transfer-encoding", 17)) &&
-                (rc = transfer_encoding(val, (size_t)(val_end - val), &st)) < 0)
-                return rc;
+            if (unlikely(name_is(name, "transfer-encoding", 17))) {
+                unsigned te = st;
+                if ((rc = transfer_encoding(val, (size_t)(val_end - val), &te)) < 0)
+                    return rc;
+                st = te;
+            }
             break;
         }
     }
