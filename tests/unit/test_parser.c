@@ -10,6 +10,16 @@
 #include "http/fields.h"
 #include "http/parser.h"
 
+/* The same parser a second time, built without SSE2: its scanners go byte
+ * by byte through the class tables. simd_matches_plain compares the two. */
+static ssize_t http_parse_head_plain(const char *buf, size_t len, const struct http_limits *lim,
+                                     struct http_head *head);
+#define HTTP_CHARS_PLAIN
+#define http_parse_head http_parse_head_plain
+#include "http/parser.c"
+#undef http_parse_head
+#undef HTTP_CHARS_PLAIN
+
 /* ---- inputs end right before a PROT_NONE page, so any over-read faults ---- */
 
 #define GUARD_AREA (64 * 1024)
@@ -1170,6 +1180,152 @@ TEST(percent_decode)
     CHECK_EQ_INT(http_percent_decode(out, g, 3, false), -1);
 }
 
+/* ---- the SSE2 scanners against the byte-by-byte parser ----------------------- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15u;
+static uint32_t rnd(uint32_t n)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state % n);
+}
+
+static void put(char *b, size_t *n, size_t cap, const char *s)
+{
+    size_t l = strlen(s);
+    if (*n + l <= cap) {
+        memcpy(b + *n, s, l);
+        *n += l;
+    }
+}
+
+/* A head of the usual shape, with now and then something wrong or unusual
+ * in one of its parts. */
+static size_t gen_head(char *b, size_t cap)
+{
+    static const char *methods[] = {"GET ", "GET ", "POST ", "OPTIONS ", "get ", "PU T ", "M_X "};
+    static const char *targets[] = {
+        "/",  "/hello", "/a/b?c=d", "*", "http://h:1/x?y", "/a#b", "/0123456789abcdef0123",
+        "/?", "/x\x7f", ""};
+    static const char *versions[] = {"HTTP/1.1\r\n", "HTTP/1.1\r\n", "HTTP/1.0\r\n",
+                                     "HTTP/2.0\r\n", "HTTP/1.1\n",   "HTTP/1.1 \r\n"};
+    static const char *names[] = {"Host",
+                                  "host",
+                                  "HOST",
+                                  "User-Agent",
+                                  "Accept",
+                                  "Accept-Encoding",
+                                  "Connection",
+                                  "Content-Length",
+                                  "Transfer-Encoding",
+                                  "Expect",
+                                  "If-Modified-Since",
+                                  "X_Y.z",
+                                  "Sec-Fetch-Dest-Long-Name",
+                                  "Ho st",
+                                  "",
+                                  " Host",
+                                  "Host\x1a",
+                                  "Range",
+                                  "x~!#$%&'*+^`|"};
+    static const char *values[] = {"127.0.0.1:8080",
+                                   "example.com",
+                                   "a:65536",
+                                   "[::1]:80",
+                                   "",
+                                   " ",
+                                   "\t",
+                                   "curl/8.0",
+                                   "close, keep-alive",
+                                   "chunked",
+                                   "gzip, chunked",
+                                   "100-continue",
+                                   "12",
+                                   "1, 1",
+                                   "x\x7fy",
+                                   "a\tb ",
+                                   "\x80\xff",
+                                   "0123456789abcdef0123456789:",
+                                   "a\rb",
+                                   "a\nb",
+                                   "  padded  ",
+                                   "A.B"};
+    size_t n = 0;
+    if (rnd(20) == 0)
+        put(b, &n, cap, "\r\n");
+    put(b, &n, cap, methods[rnd(8) < 5 ? 0 : rnd(N_ELEMENTS(methods))]);
+    put(b, &n, cap, targets[rnd(3) ? rnd(3) : rnd(N_ELEMENTS(targets))]);
+    put(b, &n, cap, " ");
+    put(b, &n, cap, versions[rnd(4) ? 0 : rnd(N_ELEMENTS(versions))]);
+    unsigned fields = rnd(7);
+    for (unsigned i = 0; i < fields; i++) {
+        /* the first names and values are the usual ones, the rest anything */
+        const char *name = i == 0 && rnd(4) ? "Host" : names[rnd(rnd(3) ? 13 : N_ELEMENTS(names))];
+        put(b, &n, cap, name);
+        put(b, &n, cap, rnd(8) ? ": " : rnd(2) ? ":" : ":  ");
+        put(b, &n, cap, values[rnd(rnd(3) ? 4 : N_ELEMENTS(values))]);
+        put(b, &n, cap, rnd(30) ? "\r\n" : rnd(2) ? "\n" : " \r\n");
+    }
+    put(b, &n, cap, "\r\n");
+    /* a byte changed now and then, anywhere */
+    if (n && rnd(4) == 0) {
+        static const char odd[] = {'\r', '\n', '\t', ' ', ':', 0, 0x7f, (char)0x80, '#', 'A', '_'};
+        b[rnd((uint32_t)n)] = odd[rnd(sizeof(odd))];
+    }
+    return n;
+}
+
+#define SAME_VIEW(a, b) ((a).p == (b).p && (a).len == (b).len)
+
+static void compare_parsers(const char *b, size_t n, const struct http_limits *lim)
+{
+    struct http_head h1, h2;
+    memset(&h1, 0, sizeof(h1));
+    memset(&h2, 0, sizeof(h2));
+    ssize_t r1 = http_parse_head(b, n, lim, &h1), r2 = http_parse_head_plain(b, n, lim, &h2);
+    bool same = r1 == r2;
+    if (same && r1 > 0)
+        same = SAME_VIEW(h1.method_str, h2.method_str) && SAME_VIEW(h1.target, h2.target) &&
+               SAME_VIEW(h1.path, h2.path) && SAME_VIEW(h1.query, h2.query) &&
+               SAME_VIEW(h1.host, h2.host) && SAME_VIEW(h1.headers, h2.headers) &&
+               h1.content_length == h2.content_length && h1.method == h2.method &&
+               h1.version_minor == h2.version_minor && h1.flags == h2.flags;
+    if (!same)
+        fprintf(stderr, "SSE2 and plain parser differ (%zd, %zd) on %zu bytes: \"%.*s\"\n", r1, r2,
+                n, (int)n, b);
+    CHECK(same);
+}
+
+TEST(simd_matches_plain)
+{
+    static char b[1024];
+    const struct http_limits small = {.max_head = 40, .max_target = 12};
+    unsigned valid = 0, invalid = 0;
+    for (int i = 0; i < 20000; i++) {
+        size_t n = gen_head(b, sizeof(b));
+        /* the whole head, with nothing after it and before the guard page */
+        char *g = place(&G, b, n);
+        compare_parsers(g, n, &def_lim);
+        compare_parsers(g, n, &small);
+        struct http_head h;
+        if (http_parse_head_plain(g, n, &def_lim, &h) > 0)
+            valid++;
+        else
+            invalid++;
+        /* every prefix, so every scan ends at each byte of the buffer */
+        for (size_t k = 0; k < n; k++)
+            compare_parsers(place(&G, b, k), k, &def_lim);
+        /* with bytes after it (a body or the next request) */
+        memcpy(b + n, "GET / HTTP/1.1\r\n", 16);
+        compare_parsers(place(&G, b, n + 16), n + 16, &def_lim);
+    }
+    /* the generator makes both kinds in numbers */
+    fprintf(stderr, "simd_matches_plain: %u valid heads, %u invalid\n", valid, invalid);
+    CHECK(valid > 1000);
+    CHECK(invalid > 1000);
+}
+
 int main(void)
 {
     G = guard_new();
@@ -1203,5 +1359,6 @@ int main(void)
     RUN(media_type_is);
     RUN(cookie_find);
     RUN(percent_decode);
+    RUN(simd_matches_plain);
     return test_summary();
 }

@@ -16,8 +16,14 @@
 
 #include "base/common.h"
 
-#ifdef __SSE2__
+/* HTTP_SIMD: the scanners below use SSE2 (always there on x86-64).
+ * HTTP_CHARS_PLAIN turns it off, so that a test can build the parser a
+ * second time, byte by byte, and compare the two. */
+#if defined(__SSE2__) && !defined(HTTP_CHARS_PLAIN)
+#define HTTP_SIMD 1
 #include <emmintrin.h>
+#else
+#define HTTP_SIMD 0
 #endif
 
 /* ---- character classes ---------------------------------------------------- */
@@ -29,6 +35,7 @@ enum {
     C_HOST = 1 << 3,   /* reg-name: unreserved / sub-delims ('%' is checked apart) */
     C_HEX = 1 << 4,
     C_DIGIT = 1 << 5,
+    C_OWS = 1 << 6, /* SP, HTAB */
 };
 
 #define IS_ALPHA(c) (((c) >= 'a' && (c) <= 'z') || ((c) >= 'A' && (c) <= 'Z'))
@@ -49,7 +56,8 @@ enum {
 
 #define CLASS_OF(c)                                                                                \
     ((IS_TCHAR(c) ? C_TCHAR : 0) | (IS_VALUE(c) ? C_VALUE : 0) | (IS_TARGET(c) ? C_TARGET : 0) |   \
-     (IS_HOST(c) ? C_HOST : 0) | (IS_HEX(c) ? C_HEX : 0) | (IS_DIGIT(c) ? C_DIGIT : 0))
+     (IS_HOST(c) ? C_HOST : 0) | (IS_HEX(c) ? C_HEX : 0) | (IS_DIGIT(c) ? C_DIGIT : 0) |           \
+     ((c) == ' ' || (c) == '\t' ? C_OWS : 0))
 #define LOWER_OF(c) ((c) | ((c) >= 'A' && (c) <= 'Z' ? 0x20 : 0))
 
 /* The tables are computed by the compiler from the predicates above, so the
@@ -102,62 +110,107 @@ static inline const char *scan_class(const char *p, const char *end, unsigned ma
     return p;
 }
 
-/* The two long runs of a request head, the request-target and the field
- * values, are scanned 16 bytes at a time where SSE2 is there (always on
- * x86-64): their classes are byte ranges, which compare in bulk, while
- * a table needs a load and a branch per byte. The last (< 16) bytes, and
- * other machines, use scan_class(): never a read past end. */
-#ifdef __SSE2__
-/* Index of the first set bit of a 16-bit "bad byte" mask, 16 for none. */
-static inline unsigned first_bad(__m128i bad)
+/* The runs of a request head (the request-target, field names and field
+ * values) are scanned 16 bytes at a time where SSE2 is there: their classes
+ * are byte ranges, which compare in bulk, while a table needs a load and a
+ * branch per byte. The last (< 16) bytes before end are looked at in the
+ * window of the 16 bytes that end there, which starts no earlier than base
+ * (the start of the readable bytes): never a read outside [base, end). With
+ * fewer than 16 bytes in all, or on other machines, scan_class() decides. */
+#if HTTP_SIMD
+enum scan_kind { SCAN_VALUE, SCAN_TARGET, SCAN_NAME };
+
+/* The bytes of x that end a run of the kind, as a 16-bit mask. */
+static inline unsigned scan_stops(__m128i x, enum scan_kind kind, char stop)
 {
-    unsigned m = (unsigned)_mm_movemask_epi8(bad);
-    return m ? (unsigned)__builtin_ctz(m) : 16;
+    switch (kind) {
+    case SCAN_VALUE: {
+        /* C_VALUE: HTAB, SP to '~', obs-text; x >= SP unsigned: max(x, SP) == x */
+        __m128i ok = _mm_or_si128(_mm_cmpeq_epi8(_mm_max_epu8(x, _mm_set1_epi8(' ')), x),
+                                  _mm_cmpeq_epi8(x, _mm_set1_epi8('\t')));
+        return ((unsigned)_mm_movemask_epi8(ok) ^ 0xffffu) |
+               (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8(0x7f)));
+    }
+    case SCAN_TARGET: {
+        /* C_TARGET: '!' <= x <= '~' (x - '!' <= '~' - '!' unsigned) but '#' */
+        __m128i d = _mm_sub_epi8(x, _mm_set1_epi8('!'));
+        __m128i in = _mm_cmpeq_epi8(_mm_min_epu8(d, _mm_set1_epi8('~' - '!')), d);
+        __m128i bad = _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('#')),
+                                   _mm_cmpeq_epi8(x, _mm_set1_epi8(stop)));
+        return ((unsigned)_mm_movemask_epi8(in) ^ 0xffffu) | (unsigned)_mm_movemask_epi8(bad);
+    }
+    case SCAN_NAME:
+        break;
+    }
+    /* letters, digits and '-': the token characters of the usual field
+     * names; any other byte stops the run (the caller goes on with the
+     * table when it is a token character all the same) */
+    __m128i l = _mm_sub_epi8(_mm_or_si128(x, _mm_set1_epi8(0x20)), _mm_set1_epi8('a'));
+    __m128i d = _mm_sub_epi8(x, _mm_set1_epi8('0'));
+    __m128i ok = _mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(l, _mm_set1_epi8(25)), l),
+                              _mm_cmpeq_epi8(_mm_min_epu8(d, _mm_set1_epi8(9)), d));
+    ok = _mm_or_si128(ok, _mm_cmpeq_epi8(x, _mm_set1_epi8('-')));
+    return (unsigned)_mm_movemask_epi8(ok) ^ 0xffffu;
+}
+
+/* First byte at or after p that scan_stops() marks, or end. The 16 bytes
+ * before end must be readable. */
+static inline const char *scan16(const char *p, const char *end, enum scan_kind kind, char stop)
+{
+    while (end - p >= 16) {
+        unsigned m = scan_stops(_mm_loadu_si128((const __m128i *)(const void *)p), kind, stop);
+        if (m)
+            return p + __builtin_ctz(m);
+        p += 16;
+    }
+    /* the window [end - 16, end), of which the first 16 - (end - p) bytes
+     * lie before p: shifted out */
+    unsigned m =
+        scan_stops(_mm_loadu_si128((const __m128i *)(const void *)(end - 16)), kind, stop) >>
+        (16 - (end - p));
+    return m ? p + __builtin_ctz(m) : end;
 }
 #endif
 
 /* First byte at or after p that is not a field-value byte (C_VALUE: HTAB,
- * SP to '~', obs-text), or end. */
-static inline const char *scan_value(const char *p, const char *end)
+ * SP to '~', obs-text), or end; base <= p is where the readable bytes
+ * start. */
+static inline const char *scan_value(const char *base, const char *p, const char *end)
 {
-#ifdef __SSE2__
-    const __m128i sp = _mm_set1_epi8(' '), del = _mm_set1_epi8(0x7f), tab = _mm_set1_epi8('\t');
-    while (end - p >= 16) {
-        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
-        /* x >= SP unsigned: max(x, SP) == x */
-        __m128i ok = _mm_or_si128(_mm_cmpeq_epi8(_mm_max_epu8(x, sp), x), _mm_cmpeq_epi8(x, tab));
-        unsigned i = first_bad(
-            _mm_or_si128(_mm_andnot_si128(ok, _mm_set1_epi8(-1)), _mm_cmpeq_epi8(x, del)));
-        if (i < 16)
-            return p + i;
-        p += 16;
-    }
+#if HTTP_SIMD
+    if (likely(end - base >= 16))
+        return scan16(p, end, SCAN_VALUE, 0);
 #endif
+    (void)base;
     return scan_class(p, end, C_VALUE);
 }
 
 /* First byte at or after p that is not in C_TARGET ('!' to '~' but '#'),
  * or is `stop` (a byte of C_TARGET such as '?', or 0 for none), or end. */
-static inline const char *scan_target(const char *p, const char *end, char stop)
+static inline const char *scan_target(const char *base, const char *p, const char *end, char stop)
 {
-#ifdef __SSE2__
-    const __m128i lo = _mm_set1_epi8('!'), span = _mm_set1_epi8('~' - '!');
-    const __m128i hash = _mm_set1_epi8('#'), st = _mm_set1_epi8(stop);
-    while (end - p >= 16) {
-        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
-        /* '!' <= x <= '~' as one unsigned compare: x - '!' <= '~' - '!' */
-        __m128i d = _mm_sub_epi8(x, lo);
-        __m128i in = _mm_cmpeq_epi8(_mm_min_epu8(d, span), d);
-        __m128i bad = _mm_or_si128(_mm_cmpeq_epi8(x, hash), _mm_cmpeq_epi8(x, st));
-        unsigned i = first_bad(_mm_or_si128(_mm_andnot_si128(in, _mm_set1_epi8(-1)), bad));
-        if (i < 16)
-            return p + i;
-        p += 16;
-    }
+#if HTTP_SIMD
+    if (likely(end - base >= 16))
+        return scan16(p, end, SCAN_TARGET, stop);
 #endif
+    (void)base;
     while (p < end && is(*p, C_TARGET) && *p != stop)
         p++;
     return p;
+}
+
+/* The run of a field name: the first byte at or after p that is not a
+ * token character (C_TCHAR), or end, or an earlier byte that is one but
+ * neither a letter, digit nor '-' (the caller goes on with scan_class()
+ * when that byte is not the ':' it expects). */
+static inline const char *scan_name(const char *base, const char *p, const char *end)
+{
+#if HTTP_SIMD
+    if (likely(end - base >= 16))
+        return scan16(p, end, SCAN_NAME, 0);
+#endif
+    (void)base;
+    return scan_class(p, end, C_TCHAR);
 }
 
 /* ASCII case-insensitive comparison; either side may be any bytes. */

@@ -13,6 +13,10 @@
 
 #include "http/chars.h"
 
+/* Rare forms and fields are parsed out of line, so the hot path keeps few
+ * registers and a short prologue. */
+#define COLD __attribute__((cold, noinline))
+
 /* ---- methods -------------------------------------------------------------- */
 
 /* The recogniser below must agree with COLIBRI_METHODS in colibri.h:
@@ -55,6 +59,17 @@ static int method_lookup(const char *m, size_t n)
 #define METHOD_MAX_LEN 16
 
 /* ---- field values ----------------------------------------------------------- */
+
+/* What the field loop notes for the checks at the end of the head, one bit
+ * each: in the usual head only ST_HOST is set. */
+enum {
+    ST_HOST = 1u << 0,            /* a Host field was there */
+    ST_TE = 1u << 1,              /* a Transfer-Encoding field was there */
+    ST_TE_LAST_CHUNKED = 1u << 2, /* the last coding so far is chunked */
+    ST_TE_BAD = 1u << 3,          /* chunked not last, or chunked with parameters: 400 */
+    ST_TE_UNKNOWN = 1u << 4,      /* a coding we do not implement: 501 */
+    ST_EXPECT_BAD = 1u << 5,      /* an expectation other than 100-continue: 417 */
+};
 
 /* uri-host [ ":" port ], where uri-host is an IP-literal or a reg-name (an
  * IPv4 address is a reg-name by its characters). Only a wholly empty value is
@@ -103,7 +118,7 @@ static bool host_valid(const char *s, size_t n, bool allow_empty)
     return true;
 }
 
-#ifdef __SSE2__
+#if HTTP_SIMD
 /* The usual Host values, a lower-case name or an IPv4 address with an
  * optional port ("127.0.0.1:8080", "example.com"), checked 16 bytes at
  * once: every byte one of [0-9a-z.-:], at most one ':', not first, and
@@ -111,11 +126,18 @@ static bool host_valid(const char *s, size_t n, bool allow_empty)
  * the value is something else (longer than 16 bytes, upper case, other
  * characters, an IP literal, escapes): host_valid() then decides. The
  * caller guarantees 16 readable bytes at s; only the first n count. */
+static inline __attribute__((always_inline)) int host_valid_x(__m128i x, const char *s, size_t n);
+
 static int host_valid_fast(const char *s, size_t n)
 {
     if (n == 0 || n > 16)
         return -1;
-    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)s);
+    return host_valid_x(_mm_loadu_si128((const __m128i *)(const void *)s), s, n);
+}
+
+/* host_valid_fast() once x holds the 16 bytes at s and 1 <= n <= 16 */
+static inline __attribute__((always_inline)) int host_valid_x(__m128i x, const char *s, size_t n)
+{
     __m128i d = _mm_sub_epi8(x, _mm_set1_epi8('0')), l = _mm_sub_epi8(x, _mm_set1_epi8('a'));
     /* x - lo <= hi - lo as one unsigned compare (min(v, k) == v) */
     __m128i digit = _mm_cmpeq_epi8(_mm_min_epu8(d, _mm_set1_epi8(9)), d);
@@ -147,6 +169,38 @@ static int host_valid_fast(const char *s, size_t n)
 }
 #endif
 
+#if HTTP_SIMD
+/* "host: " read as a little-endian word with the letters' 0x20 bit set */
+#define HOST_COLON_SP 0x203a74736f68u
+
+/* The value of a "Host: " line and its CRLF, when the value is of the
+ * usual kind host_valid_fast() decides. v is the value's first byte; 16
+ * bytes from v, and the two after the value, are readable (the caller
+ * checked 18). Returns the bytes from v past the CRLF, 0 when the line is
+ * of another kind (the general path parses it again from its start), or
+ * -400. It is the head's first field: there was no Host before. */
+static int host_line_fast(const char *v, struct http_head *head)
+{
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)v);
+    unsigned cr = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8('\r')));
+    if (!cr)
+        return 0;
+    unsigned n = (unsigned)__builtin_ctz(cr);
+    if (n == 0 || v[n + 1] != '\n')
+        return 0;
+    /* OWS or any other byte: host_valid_x() says -1 */
+    int ok = host_valid_x(x, v, n);
+    if (ok < 0)
+        return 0;
+    /* a bad value: the general path gives the same 400 */
+    if (!ok)
+        return -400;
+    if (!(head->flags & HTTP_F_ABSOLUTE))
+        head->host = mkview(v, v + n);
+    return (int)n + 2;
+}
+#endif
+
 /* Splits off the next element of a comma-separated list, OWS trimmed. *cur is
  * NULL once the list is exhausted. */
 static struct view list_next(const char **cur, const char *end)
@@ -165,7 +219,7 @@ static struct view list_next(const char **cur, const char *end)
 /* Content-Length = 1*DIGIT. A list of equal values, or several fields with
  * equal values, is the same length repeated (RFC 9112 6.3); anything else,
  * including an empty element, is a framing error. */
-static int content_length(const char *v, size_t n, int64_t *cl)
+static COLD int content_length(const char *v, size_t n, int64_t *cl)
 {
     const char *cur = v, *end = v + n;
     while (cur) {
@@ -188,20 +242,13 @@ static int content_length(const char *v, size_t n, int64_t *cl)
     return 0;
 }
 
-struct te_state {
-    bool present;
-    bool last_chunked; /* the last coding so far is chunked */
-    bool bad;          /* chunked not last, or chunked with parameters: 400 */
-    bool unknown;      /* a coding we do not implement: 501 */
-};
-
 /* Transfer-Encoding = #transfer-coding; the fields of several TE lines form
  * one list. Verdicts wait for the end of the head: "chunked" followed by
  * anything is a 400 even if an unknown coding was seen first. */
-static int transfer_encoding(const char *v, size_t n, struct te_state *te)
+static COLD int transfer_encoding(const char *v, size_t n, unsigned *st)
 {
     const char *cur = v, *end = v + n;
-    te->present = true;
+    *st |= ST_TE;
     while (cur) {
         struct view e = list_next(&cur, end);
         const char *tok_end = scan_class(e.p, e.p + e.len, C_TCHAR);
@@ -215,11 +262,9 @@ static int transfer_encoding(const char *v, size_t n, struct te_state *te)
         if (params && *q != ';')
             return -400;
         bool chunked = tok_len == 7 && case_eq(e.p, "chunked", 7);
-        if (te->last_chunked || (chunked && params))
-            te->bad = true;
-        te->last_chunked = chunked;
-        if (!chunked)
-            te->unknown = true;
+        if ((*st & ST_TE_LAST_CHUNKED) || (chunked && params))
+            *st |= ST_TE_BAD;
+        *st = chunked ? *st | ST_TE_LAST_CHUNKED : (*st & ~ST_TE_LAST_CHUNKED) | ST_TE_UNKNOWN;
     }
     return 0;
 }
@@ -257,59 +302,49 @@ static inline void file_field(const char *name, uint16_t *flags)
 
 /* ---- the request-target ------------------------------------------------------ */
 
-/* Classifies a syntactically clean target (no CTL, SP, DEL, '#', non-ASCII)
- * and splits it into path and query: q is its first '?', or NULL. */
-static int split_target(struct http_head *h, const char *t, size_t n, const char *q)
+/* The request-target when it is not in origin-form (the hot path takes
+ * "/..." itself): asterisk-form for OPTIONS, or absolute-form, whose
+ * authority becomes the host. path_end is the target's first '?' or its
+ * end. Sets the path; the caller sets the query. */
+static COLD int target_other_form(struct http_head *h, const char *t, size_t n,
+                                  const char *path_end)
 {
-    const char *end = t + n;
-    const char *path_end = q ? q : end;
-
-    if (t[0] == '/') {
-        h->path = mkview(t, path_end);
-    } else if (n == 1 && t[0] == '*') {
+    if (n == 1 && t[0] == '*') {
         if (h->method != COLIBRI_OPTIONS)
             return -400;
-        h->path = mkview(t, end);
-        h->query = mkview(end, end);
+        h->path = mkview(t, t + 1);
         h->flags |= HTTP_F_ASTERISK;
         return 0;
-    } else {
-        size_t s;
-        if (n >= 7 && case_eq(t, "http://", 7))
-            s = 7;
-        else if (n >= 8 && case_eq(t, "https://", 8))
-            s = 8;
-        else
-            return -400; /* authority-form, other schemes, relative references */
-        const char *a = t + s, *a_end = a;
-        while (a_end < path_end && *a_end != '/')
-            a_end++;
-        /* userinfo ('@') fails here too, as RFC 9110 4.2.4 asks */
-        if (!host_valid(a, (size_t)(a_end - a), false))
-            return -400;
-        h->host = mkview(a, a_end);
-        h->flags |= HTTP_F_ABSOLUTE;
-        /* An empty path is "/": point at the second slash of "//", so the
-         * view still lies inside the caller's buffer. */
-        h->path = a_end < path_end ? mkview(a_end, path_end) : mkview(a - 1, a);
     }
-    if (q) {
-        h->flags |= HTTP_F_HAS_QUERY;
-        h->query = mkview(q + 1, end);
-    } else {
-        h->query = mkview(end, end);
-    }
+    size_t s;
+    if (n >= 7 && case_eq(t, "http://", 7))
+        s = 7;
+    else if (n >= 8 && case_eq(t, "https://", 8))
+        s = 8;
+    else
+        return -400; /* authority-form, other schemes, relative references */
+    const char *a = t + s, *a_end = a;
+    while (a_end < path_end && *a_end != '/')
+        a_end++;
+    /* userinfo ('@') fails here too, as RFC 9110 4.2.4 asks */
+    if (!host_valid(a, (size_t)(a_end - a), false))
+        return -400;
+    h->host = mkview(a, a_end);
+    h->flags |= HTTP_F_ABSOLUTE;
+    /* An empty path is "/": point at the second slash of "//", so the
+     * view still lies inside the caller's buffer. */
+    h->path = a_end < path_end ? mkview(a_end, path_end) : mkview(a - 1, a);
     return 0;
 }
 
 /* ---- the head ------------------------------------------------------------------ */
 
-ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *lim,
-                        struct http_head *head)
+/* RFC 9112 2.2: empty lines before a request are ignored, but only as CRLF.
+ * They are rare, so the hot path only looks at the first byte. */
+static COLD ssize_t after_empty_lines(const char *buf, size_t len, const struct http_limits *lim,
+                                      struct http_head *head)
 {
     const char *p = buf, *const buf_end = buf + len;
-
-    /* RFC 9112 2.2: empty lines before a request are ignored, but only as CRLF */
     while (p < buf_end && (*p == '\r' || *p == '\n')) {
         if (*p == '\n')
             return -400;
@@ -321,16 +356,130 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
     }
     if (p == buf_end)
         return 0;
+    ssize_t r = http_parse_head(p, (size_t)(buf_end - p), lim, head);
+    return r > 0 ? r + (p - buf) : r;
+}
+
+/* A method other than "GET ": its token and the SP after it. Returns the
+ * method (-1 unknown: 501 once the line is whole), -2 for "read more" or
+ * minus a status; *pp is left at the SP. */
+static COLD int method_other(const char **pp, const char *end)
+{
+    const char *m = *pp, *p = scan_class(m, end, C_TCHAR);
+    if (p - m > METHOD_MAX_LEN)
+        return -501;
+    if (p == end)
+        return -2;
+    if (*p != ' ' || p == m)
+        return -400;
+    *pp = p;
+    return method_lookup(m, (size_t)(p - m));
+}
+
+/* An HTTP-version other than "HTTP/1.1" and its CRLF. Returns 0 (with *pp
+ * past the CRLF), 1 for "read more" or minus a status. */
+static COLD int version_other(const char **pp, const char *end, struct http_head *head)
+{
+    const char *p = *pp;
+    static const char proto[] = "HTTP/";
+    for (int i = 0; i < 5; i++, p++) {
+        if (p == end)
+            return 1;
+        if (*p != proto[i])
+            return -400;
+    }
+    if (p == end)
+        return 1;
+    if (!IS_DIGIT(*p))
+        return -400;
+    if (*p != '1')
+        return -505; /* also the HTTP/2 preface, "PRI * HTTP/2.0" */
+    if (++p == end)
+        return 1;
+    if (*p != '.')
+        return -400;
+    if (++p == end)
+        return 1;
+    if (!IS_DIGIT(*p))
+        return -400;
+    head->version_minor = *p != '0';
+    if (++p == end)
+        return 1;
+    if (*p != '\r')
+        return -400;
+    if (++p == end)
+        return 1;
+    if (*p != '\n')
+        return -400;
+    *pp = p + 1;
+    return 0;
+}
+
+/* Expect: only 100-continue is known; returns ST_EXPECT_BAD for others (417
+ * at the end of the head). */
+static COLD unsigned field_expect(const char *val, size_t vlen, struct http_head *head)
+{
+    if (vlen == 12 && case_eq(val, "100-continue", 12)) {
+        /* RFC 9110 10.1.1: ignored in an HTTP/1.0 request */
+        if (head->version_minor)
+            head->flags |= HTTP_F_EXPECT_CONTINUE;
+    } else {
+        return ST_EXPECT_BAD;
+    }
+    return 0;
+}
+
+/* Host: a valid uri-host [":" port] (the caller counts them). */
+static inline int field_host(const char *val, const char *val_end, const char *end,
+                             struct http_head *head)
+{
+    size_t vlen = (size_t)(val_end - val);
+#if HTTP_SIMD
+    int fast = end - val >= 16 ? host_valid_fast(val, vlen) : -1;
+#else
+    (void)end;
+    int fast = -1;
+#endif
+    if (fast == 0 || (fast < 0 && !host_valid(val, vlen, true)))
+        return -400;
+    if (!(head->flags & HTTP_F_ABSOLUTE))
+        head->host = mkview(val, val_end);
+    return 0;
+}
+
+/* The checks that need the whole head, when anything but one Host was
+ * noted; sets HTTP_F_CHUNKED. */
+static COLD int head_end_checks(struct http_head *head, unsigned st)
+{
+    /* RFC 9112 3.2: exactly one Host in HTTP/1.1 (more than one failed before) */
+    if (!(st & ST_HOST) && head->version_minor)
+        return -400;
+    if (st & ST_TE) {
+        /* RFC 9112 6.1 and 6.3: TE in 1.0 or next to Content-Length is a
+         * framing a peer may read differently: refuse both. */
+        if (!head->version_minor || head->content_length >= 0 || (st & ST_TE_BAD))
+            return -400;
+        if (st & ST_TE_UNKNOWN)
+            return -501;
+        head->flags |= HTTP_F_CHUNKED;
+    }
+    if (st & ST_EXPECT_BAD)
+        return -417;
+    return 0;
+}
+
+ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *lim,
+                        struct http_head *head)
+{
+    if (unlikely(len == 0))
+        return 0;
+    if (unlikely(*buf == '\r' || *buf == '\n'))
+        return after_empty_lines(buf, len, lim, head);
 
     /* Scan no further than the head may reach: running into this end when the
      * buffer goes on is the limit error, not "incomplete". */
-    const char *const start = p;
-    const char *end = buf_end;
-    bool capped = false;
-    if ((size_t)(buf_end - start) > lim->max_head) {
-        end = start + lim->max_head;
-        capped = true;
-    }
+    const char *p = buf, *const buf_end = buf + len;
+    const char *end = len > lim->max_head ? buf + lim->max_head : buf_end;
 
     head->content_length = -1;
     head->flags = 0;
@@ -343,90 +492,89 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
         method = COLIBRI_GET;
         p += 3;
     } else {
-        p = scan_class(p, end, C_TCHAR);
-        if (p - m > METHOD_MAX_LEN)
-            return -501;
-        if (p == end)
+        /* (a copy: p itself stays in a register) */
+        const char *mp = p;
+        method = method_other(&mp, end);
+        p = mp;
+        if (method == -2)
             goto line_more;
-        if (*p != ' ' || p == m)
-            return -400;
-        method = method_lookup(m, (size_t)(p - m)); /* unknown: 501 once the line is whole */
+        if (method < -1)
+            return method;
     }
     head->method_str = mkview(m, p);
     p++;
 
     /* request-target: first only its bytes, the form once the line is whole */
     const char *t = p, *q = NULL;
-    p = scan_target(p, end, '?');
+    p = scan_target(buf, p, end, '?');
     if (p < end && *p == '?') {
         q = p;
-        p = scan_target(p + 1, end, 0);
+        p = scan_target(buf, p + 1, end, 0);
     }
     size_t tlen = (size_t)(p - t);
-    if (tlen > lim->max_target)
+    if (unlikely(tlen > lim->max_target))
         return -414;
-    if (p == end)
+    if (unlikely(p == end))
         goto line_more;
-    if (*p != ' ' || tlen == 0)
+    if (unlikely(*p != ' ' || tlen == 0))
         return -400;
-    head->target = mkview(t, p);
-    p++;
+    const char *t_end = p++;
+    head->target = mkview(t, t_end);
 
     /* HTTP-version CRLF */
+    int rc;
     if (likely(end - p >= 10 && memcmp(p, "HTTP/1.1\r\n", 10) == 0)) {
         p += 10;
     } else {
-        static const char proto[] = "HTTP/";
-        for (int i = 0; i < 5; i++, p++) {
-            if (p == end)
+        const char *vp = p;
+        if ((rc = version_other(&vp, end, head)) != 0) {
+            if (rc > 0)
                 goto line_more;
-            if (*p != proto[i])
-                return -400;
+            return rc;
         }
-        if (p == end)
-            goto line_more;
-        if (!IS_DIGIT(*p))
-            return -400;
-        if (*p != '1')
-            return -505; /* also the HTTP/2 preface, "PRI * HTTP/2.0" */
-        if (++p == end)
-            goto line_more;
-        if (*p != '.')
-            return -400;
-        if (++p == end)
-            goto line_more;
-        if (!IS_DIGIT(*p))
-            return -400;
-        head->version_minor = *p != '0';
-        if (++p == end)
-            goto line_more;
-        if (*p != '\r')
-            return -400;
-        if (++p == end)
-            goto line_more;
-        if (*p != '\n')
-            return -400;
-        p++;
+        p = vp;
     }
 
-    if (method < 0)
+    if (unlikely(method < 0))
         return -501;
     head->method = (enum colibri_method)method;
     head->host = mkview(t, t);
-    int rc = split_target(head, t, tlen, q);
-    if (rc < 0)
+    const char *path_end = q ? q : t_end;
+    if (likely(*t == '/'))
+        head->path = mkview(t, path_end);
+    else if ((rc = target_other_form(head, t, tlen, path_end)) < 0)
         return rc;
+    if (q) {
+        head->flags |= HTTP_F_HAS_QUERY;
+        head->query = mkview(q + 1, t_end);
+    } else {
+        head->query = mkview(t_end, t_end);
+    }
 
     /* header fields */
     const char *const fields = p;
-    const char *fields_end = p;
-    unsigned hosts = 0;
-    bool expect_bad = false;
-    struct te_state te = {0};
+    unsigned st = 0; /* ST_* */
+#if HTTP_SIMD
+    /* Clients send Host first: "Host: " and a usual value, in one go */
+    if (end - p >= 24) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        if (((w | 0x20202020u) & 0xffffffffffffu) == HOST_COLON_SP) {
+            int r = host_line_fast(p + 6, head);
+            if (r < 0)
+                return r;
+            if (r > 0) {
+                p += 6 + (size_t)r;
+                st = ST_HOST;
+            }
+        }
+    }
+#endif
     for (;;) {
-        if (p == end)
+        if (unlikely(p == end))
             goto fields_more;
         if (*p == '\r') {
+            /* the empty line that ends the head */
             if (++p == end)
                 goto fields_more;
             if (*p != '\n')
@@ -437,66 +585,55 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
         /* A line starting with SP or HTAB (obs-fold, or whitespace after the
          * request line) fails here as an empty field name. */
         const char *name = p;
-        p = scan_class(p, end, C_TCHAR);
-        if (p == end)
-            goto fields_more;
-        if (*p != ':' || p == name)
+        p = scan_name(buf, p, end);
+        if (unlikely(p == end || *p != ':')) {
+            /* '_', '.' and the like: rare in names, the table goes on */
+            p = scan_class(p, end, C_TCHAR);
+            if (p == end)
+                goto fields_more;
+            if (*p != ':')
+                return -400;
+        }
+        if (unlikely(p == name))
             return -400;
         size_t name_len = (size_t)(p - name);
-        p++;
-        while (p < end && is_ows(*p))
-            p++;
-        const char *val = p;
-        p = scan_value(p, end);
-        if (p == end)
+        /* the value with the OWS around it, then the OWS trimmed */
+        const char *val = ++p;
+        p = scan_value(buf, p, end);
+        if (unlikely(p == end))
             goto fields_more;
-        if (*p != '\r')
+        if (unlikely(*p != '\r'))
             return -400;
         const char *val_end = p;
-        while (val_end > val && is_ows(val_end[-1]))
-            val_end--;
-        if (++p == end)
+        if (unlikely(++p == end))
             goto fields_more;
-        if (*p != '\n')
+        if (unlikely(*p != '\n'))
             return -400;
         p++;
-        fields_end = p;
+        if (likely(*val == ' '))
+            val++;
+        /* *val_end is the CR, and val_end[-1] at worst the ':' */
+        if (unlikely((char_class[(unsigned char)*val] | char_class[(unsigned char)val_end[-1]]) &
+                     C_OWS)) {
+            while (val < val_end && is_ows(*val))
+                val++;
+            while (val_end > val && is_ows(val_end[-1]))
+                val_end--;
+        }
 
-        size_t vlen = (size_t)(val_end - val);
         switch (name_len) {
         case 4:
             if (name_is(name, "host", 4)) {
-                if (++hosts > 1)
-                    return -400;
-#ifdef __SSE2__
-                int fast = end - val >= 16 ? host_valid_fast(val, vlen) : -1;
-#else
-                int fast = -1;
-#endif
-                if (fast == 0 || (fast < 0 && !host_valid(val, vlen, true)))
-                    return -400;
-                if (!(head->flags & HTTP_F_ABSOLUTE))
-                    head->host = mkview(val, val_end);
-            }
-            break;
-        case 6:
-            if (name_is(name, "expect", 6)) {
-                if (vlen == 12 && case_eq(val, "100-continue", 12)) {
-                    /* RFC 9110 10.1.1: ignored in an HTTP/1.0 request */
-                    if (head->version_minor)
-                        head->flags |= HTTP_F_EXPECT_CONTINUE;
-                } else {
-                    expect_bad = true;
-                }
+                if (st & ST_HOST)
+                    return -400; /* exactly one */
+                st |= ST_HOST;
+                if ((rc = field_host(val, val_end, end, head)) < 0)
+                    return rc;
             }
             break;
         case 10:
-            if (name_is(name, "connection", 10) && (rc = connection(val, vlen, &head->flags)) < 0)
-                return rc;
-            break;
-        case 14:
-            if (name_is(name, "content-length", 14) &&
-                (rc = content_length(val, vlen, &head->content_length)) < 0)
+            if (name_is(name, "connection", 10) &&
+                (rc = connection(val, (size_t)(val_end - val), &head->flags)) < 0)
                 return rc;
             break;
         case 5:  /* Range */
@@ -506,34 +643,34 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
         case 19: /* If-Unmodified-Since */
             file_field(name, &head->flags);
             break;
+        case 6:
+            if (unlikely(name_is(name, "expect", 6)))
+                st |= field_expect(val, (size_t)(val_end - val), head);
+            break;
+        case 14:
+            if (unlikely(name_is(name, "content-length", 14)) &&
+                (rc = content_length(val, (size_t)(val_end - val), &head->content_length)) < 0)
+                return rc;
+            break;
         case 17: /* If-Modified-Since too */
             file_field(name, &head->flags);
-            if (name_is(name, "transfer-encoding", 17) &&
-                (rc = transfer_encoding(val, vlen, &te)) < 0)
-                return rc;
+            if (unlikely(name_is(name, "transfer-encoding", 17))) {
+                unsigned te = st;
+                if ((rc = transfer_encoding(val, (size_t)(val_end - val), &te)) < 0)
+                    return rc;
+                st = te;
+            }
             break;
         }
     }
-    head->headers = mkview(fields, fields_end);
-
-    /* RFC 9112 3.2: exactly one Host in HTTP/1.1 (more than one failed above) */
-    if (hosts == 0 && head->version_minor)
-        return -400;
-    if (te.present) {
-        /* RFC 9112 6.1 and 6.3: TE in 1.0 or next to Content-Length is a
-         * framing a peer may read differently: refuse both. */
-        if (!head->version_minor || head->content_length >= 0 || te.bad)
-            return -400;
-        if (te.unknown)
-            return -501;
-        head->flags |= HTTP_F_CHUNKED;
-    }
-    if (expect_bad)
-        return -417;
+    /* the fields end right before the empty line's CRLF */
+    head->headers = mkview(fields, p - 2);
+    if (unlikely(st != ST_HOST) && (rc = head_end_checks(head, st)) < 0)
+        return rc;
     return p - buf;
 
 line_more:
-    return capped ? -414 : 0;
+    return end < buf_end ? -414 : 0;
 fields_more:
-    return capped ? -431 : 0;
+    return end < buf_end ? -431 : 0;
 }
