@@ -176,19 +176,18 @@ void conn_writev(struct conn_ctx *ctx, struct iovec *iov, int iovcnt);
 void conn_write(struct conn_ctx *ctx, const void *p, size_t len);
 /* Like conn_write, telling the kernel more follows (MSG_MORE). */
 void conn_write_more(struct conn_ctx *ctx, const void *p, size_t len);
-/* Sends ctx->out and empties it. */
-void conn_flush(struct conn_ctx *ctx);
-/* Sends ctx->out followed by len bytes at p, in one writev. Inline: a
- * cached file's answer leaves this way. */
-static inline void conn_flush_with(struct conn_ctx *ctx, const void *p, size_t len)
+/* Sends ctx->out (not empty) and empties it. */
+void conn_flush_out(struct conn_ctx *ctx);
+/* Sends ctx->out and empties it. Inline: the loop calls it between
+ * requests, often with nothing to send. */
+static inline void conn_flush(struct conn_ctx *ctx)
 {
-    struct iovec iov[2] = {
-        {.iov_base = ctx->out.buf, .iov_len = ctx->out.len},
-        {.iov_base = (void *)p, .iov_len = len},
-    };
-    conn_writev(ctx, iov, 2);
-    strbuf_reset(&ctx->out);
+    if (ctx->out.len)
+        conn_flush_out(ctx);
 }
+/* Sends ctx->out followed by len bytes at p, in one writev (a cached
+ * file's answer leaves this way), and empties ctx->out. */
+void conn_flush_with(struct conn_ctx *ctx, const void *p, size_t len);
 /* sendfile() of len bytes from offset; the header must have gone first. */
 void conn_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len);
 /* Waiting without blocking: the coroutine is suspended, the worker goes on
