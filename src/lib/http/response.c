@@ -426,7 +426,8 @@ int colibri_resp_send_chunk(struct colibri_response *resp, const void *p, size_t
 
 /* The head of a response whose body the caller sends itself; false when
  * there is no body to send (HEAD, or empty). */
-static bool answer_head(struct colibri_response *resp, int status, const char *mime, size_t len)
+static inline __attribute__((always_inline)) bool
+answer_head(struct colibri_response *resp, int status, const char *mime, size_t len)
 {
     write_head(resp->req, resp, status, (int64_t)len, mime, NO_BODY);
     resp->sent = true;
