@@ -471,9 +471,10 @@ int colibri_resp_send_static(struct colibri_response *resp, int status, const ch
         return 500;
     if (!answer_head(resp, status, mime, len))
         return status;
-    if (len <= COPY_BODY_MAX && ctx->in_len > ctx->in_pos) {
+    if (len <= COPY_BODY_MAX && (ctx->in_len > ctx->in_pos || resp->req->hc->closing)) {
         /* more requests are buffered (pipelining): join their answers in
-         * one writev instead of a system call each */
+         * one writev instead of a system call each; or the last answer,
+         * which waits to leave with the FIN (after_run() in rt/conn.c) */
         if (strbuf_append(&ctx->out, p, len) < 0)
             coro_abort(ctx->coro);
         return status;
