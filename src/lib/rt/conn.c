@@ -160,7 +160,7 @@ void conn_write_more(struct conn_ctx *ctx, const void *p, size_t len)
 {
     const char *c = p;
     while (len > 0) {
-        ssize_t n = send(ctx->fd, c, len, MSG_MORE | MSG_NOSIGNAL);
+        ssize_t n = sys_send_more(ctx->fd, c, len);
         if (n < 0) {
             retry_or_abort(ctx, CONN_WAIT_WRITE);
             continue;
