@@ -121,10 +121,7 @@ void conn_writev(struct conn_ctx *ctx, struct iovec *iov, int iovcnt)
     }
 }
 
-/* What is left of a writev() that did not take all of iov at once: it
- * returned n (or failed). Out of line: the first try nearly always does. */
-static __attribute__((noinline)) void writev_rest(struct conn_ctx *ctx, struct iovec *iov,
-                                                  int iovcnt, ssize_t n)
+void conn_writev_rest(struct conn_ctx *ctx, struct iovec *iov, int iovcnt, ssize_t n)
 {
     if (n < 0) {
         retry_or_abort(ctx, CONN_WAIT_WRITE);
@@ -140,14 +137,6 @@ static __attribute__((noinline)) void writev_rest(struct conn_ctx *ctx, struct i
         }
     }
     conn_writev(ctx, iov, iovcnt);
-}
-
-/* conn_writev() of iov holding total bytes, its first try inline. */
-static inline void writev_all(struct conn_ctx *ctx, struct iovec *iov, int iovcnt, size_t total)
-{
-    ssize_t n = sys_writev(ctx->fd, iov, iovcnt);
-    if (unlikely((size_t)n != total))
-        writev_rest(ctx, iov, iovcnt, n);
 }
 
 void conn_write(struct conn_ctx *ctx, const void *p, size_t len)
@@ -173,19 +162,9 @@ void conn_write_more(struct conn_ctx *ctx, const void *p, size_t len)
 void conn_flush_out(struct conn_ctx *ctx)
 {
     struct iovec iov = {.iov_base = ctx->out.buf, .iov_len = ctx->out.len};
-    writev_all(ctx, &iov, 1, ctx->out.len);
+    conn_writev_all(ctx, &iov, 1, ctx->out.len);
     ctx->out.len = 0;
     ctx->out.buf[0] = '\0';
-}
-
-void conn_flush_with(struct conn_ctx *ctx, const void *p, size_t len)
-{
-    struct iovec iov[2] = {
-        {.iov_base = ctx->out.buf, .iov_len = ctx->out.len},
-        {.iov_base = (void *)p, .iov_len = len},
-    };
-    writev_all(ctx, iov, 2, ctx->out.len + len);
-    strbuf_reset(&ctx->out);
 }
 
 void conn_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len)
