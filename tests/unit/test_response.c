@@ -125,14 +125,16 @@ TEST(inline_path_matches_general_path)
     for (size_t m = 0; m < sizeof(mimes) / sizeof(*mimes); m++)
         for (size_t l = 0; l < sizeof(lens) / sizeof(*lens); l++)
             for (int bits = 0; bits < 32; bits++)
-                for (size_t s = 0; s < sizeof(statuses) / sizeof(*statuses); s++) {
-                    /* the type from a buffer of its own: recognised by its text */
+                for (size_t s = 0; s < 2 * sizeof(statuses) / sizeof(*statuses); s++) {
+                    /* the type as a literal (recognised by its address), or
+                     * from a buffer of its own (by its text) */
+                    bool literal = s & 1;
                     char mime_copy[64];
                     if (mimes[m])
                         strcpy(mime_copy, mimes[m]);
                     struct answer a = {
-                        .status = statuses[s],
-                        .mime = mimes[m] ? mime_copy : NULL,
+                        .status = statuses[s / 2],
+                        .mime = mimes[m] && !literal ? mime_copy : mimes[m],
                         .body = body,
                         .body_len = lens[l],
                         .lines = lines[bits & 1],
@@ -156,7 +158,7 @@ TEST(inline_path_matches_general_path)
                     /* and the general path wrote what HTTP wants */
                     CHECK(!strncmp(ref, "HTTP/1.1 ", 9));
                     CHECK(strstr(ref, "\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n") != NULL);
-                    bool no_length = statuses[s] == 204 || statuses[s] == 304;
+                    bool no_length = statuses[s / 2] == 204 || statuses[s / 2] == 304;
                     CHECK((strstr(ref, "\r\nContent-Length: ") != NULL) == !no_length);
                     free(ref);
                     free(again);
@@ -164,12 +166,45 @@ TEST(inline_path_matches_general_path)
                     fix_free(&f);
                     compared++;
                 }
-    CHECK_EQ_INT(compared, 5 * 9 * 32 * 5);
+    CHECK_EQ_INT(compared, 5 * 9 * 32 * 5 * 2);
+}
+
+/* A type in writable memory is recognised by its text, so new bytes at the
+ * same address give a new Content-Type; a literal by its address. */
+TEST(type_by_text_or_by_address)
+{
+    struct fix f;
+    fix_init(&f);
+    char buf[32];
+    static const char *const types[] = {"text/plain", "text/html", "text/htmx", "text/h",
+                                        "text/plain"};
+    for (size_t i = 0; i < sizeof(types) / sizeof(*types); i++) {
+        strcpy(buf, types[i]);
+        struct answer a = {.status = 200, .mime = buf, .body = "x", .body_len = 1, .minor = 1};
+        for (int k = 0; k < 2; k++) {
+            char *got = answer(&f, &a);
+            char want[64];
+            snprintf(want, sizeof(want), "\r\nContent-Type: %s\r\nContent-Length: 1\r\n", types[i]);
+            CHECK(strstr(got, want) != NULL);
+            free(got);
+        }
+        CHECK(f.hw->ok_mime_fixed == NULL);
+    }
+    /* (the same text as buf's last would keep the piece built from buf) */
+    struct answer a = {
+        .status = 200, .mime = "text/x-literal", .body = "x", .body_len = 1, .minor = 1};
+    free(answer(&f, &a));
+    CHECK(f.hw->ok_mime_fixed == a.mime);
+    char *got = answer(&f, &a);
+    CHECK(strstr(got, "\r\nContent-Type: text/x-literal\r\n") != NULL);
+    free(got);
+    fix_free(&f);
 }
 
 int main(void)
 {
     RUN(usual_head_exact);
     RUN(inline_path_matches_general_path);
+    RUN(type_by_text_or_by_address);
     return test_summary();
 }

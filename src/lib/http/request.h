@@ -33,6 +33,7 @@ struct http_worker {
     char ok_head[256];
     size_t ok_head_len;
     size_t ok_mime_off, ok_mime_len; /* where the type's text is in ok_head */
+    const char *ok_mime_fixed;       /* the type's address when its bytes cannot change, or NULL */
     uint64_t ok_cl;                  /* the length in the Content-Length line; UINT64_MAX: none */
     size_t ok_cl_len;                /* of that line, behind the others */
     time_t ok_head_time;

@@ -3,6 +3,8 @@
 #include "http/request.h"
 
 #include <errno.h>
+#include <link.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -57,15 +59,69 @@ static const char *ok_date(struct http_worker *hw, time_t now)
 /* ok_cl when no length line is kept: no Content-Length is that large */
 #define NO_CL UINT64_MAX
 
-/* Whether ok_head holds the piece for this second, config and type. The
- * type is recognised by its text, not its address: a handler may pass any
- * string, reused or not. strncmp() stops at mime's end: never a read past
- * a shorter string. */
+/* The read-only segments of the object this code is part of (the library,
+ * or the program it is linked into): the bytes of a string there never
+ * change while this code runs. Found once, on the first piece built. */
+#define RO_SEG_MAX 8
+static struct {
+    uintptr_t lo, hi;
+} ro_seg[RO_SEG_MAX];
+static unsigned n_ro_seg;
+static pthread_once_t ro_once = PTHREAD_ONCE_INIT;
+
+static int find_ro_segs(struct dl_phdr_info *info, size_t size, void *self)
+{
+    (void)size;
+    uintptr_t at = (uintptr_t)self;
+    bool mine = false;
+    for (unsigned i = 0; i < info->dlpi_phnum && !mine; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        mine = ph->p_type == PT_LOAD && at >= lo && at - lo < ph->p_memsz;
+    }
+    if (!mine)
+        return 0;
+    for (unsigned i = 0; i < info->dlpi_phnum && n_ro_seg < RO_SEG_MAX; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && !(ph->p_flags & PF_W)) {
+            uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+            ro_seg[n_ro_seg].lo = lo;
+            ro_seg[n_ro_seg++].hi = lo + ph->p_memsz;
+        }
+    }
+    return 1;
+}
+
+static void find_ro(void)
+{
+    dl_iterate_phdr(find_ro_segs, (void *)(uintptr_t)&http_write_response);
+}
+
+/* Whether the len bytes at s and the NUL after them lie in a read-only
+ * segment of ours (a string literal of the library's: "text/plain",
+ * serve_files' table of types). */
+static bool fixed_string(const char *s, size_t len)
+{
+    pthread_once(&ro_once, find_ro);
+    uintptr_t a = (uintptr_t)s;
+    for (unsigned i = 0; i < n_ro_seg; i++)
+        if (a >= ro_seg[i].lo && a < ro_seg[i].hi && len < ro_seg[i].hi - a)
+            return true;
+    return false;
+}
+
+/* Whether ok_head holds the piece for this second, config and type. A
+ * type whose bytes cannot change is recognised by its address; any other
+ * by its text: a handler may pass any string, reused or not (strncmp()
+ * stops at mime's end: never a read past a shorter string). */
 static inline bool ok_head_current(const struct http_worker *hw, const struct http_config *cfg,
                                    time_t now, const char *mime)
 {
-    return hw->ok_head_time == now && hw->ok_head_cfg == cfg &&
-           !strncmp(mime, hw->ok_head + hw->ok_mime_off, hw->ok_mime_len) && !mime[hw->ok_mime_len];
+    if (hw->ok_head_time != now || hw->ok_head_cfg != cfg)
+        return false;
+    if (mime == hw->ok_mime_fixed)
+        return true;
+    return !strncmp(mime, hw->ok_head + hw->ok_mime_off, hw->ok_mime_len) && !mime[hw->ok_mime_len];
 }
 
 /* The status line, Date, Server and Content-Type of a 200 answer of type
@@ -86,6 +142,7 @@ static bool ok_head(struct http_worker *hw, const struct http_config *cfg, time_
     p = PUT_LIT(p, "Content-Type: ");
     hw->ok_mime_off = (size_t)(p - hw->ok_head);
     hw->ok_mime_len = mime_len;
+    hw->ok_mime_fixed = fixed_string(mime, mime_len) ? mime : NULL;
     p = put(p, mime, mime_len);
     p = PUT_LIT(p, "\r\n");
     hw->ok_head_len = (size_t)(p - hw->ok_head);
