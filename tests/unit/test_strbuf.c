@@ -22,6 +22,59 @@ TEST(append_grows_and_terminates)
     strbuf_free(&sb);
 }
 
+/* The inline paths of strbuf_append()/strbuf_reserve() (room already
+ * there) against the grow paths and a plain model of the bytes: every
+ * length from 0 to 40 at every fill level of small buffers, so both sides
+ * of "exactly full" are taken. */
+TEST(inline_paths_match_grow_paths)
+{
+    char src[64], model[4096];
+    for (size_t i = 0; i < sizeof(src); i++)
+        src[i] = (char)('a' + i % 26);
+    for (size_t start_cap = 0; start_cap <= 40; start_cap += 8) {
+        for (size_t len = 0; len <= 40; len++) {
+            struct strbuf a = {0}, b = {0};
+            size_t mlen = 0;
+            if (start_cap) {
+                CHECK_EQ_INT(strbuf_init(&a, start_cap), 0);
+                CHECK_EQ_INT(strbuf_init(&b, start_cap), 0);
+            }
+            for (int round = 0; round < 12; round++) {
+                size_t room = a.cap - a.len, cap0 = a.cap;
+                const char *buf0 = a.buf;
+                CHECK_EQ_INT(strbuf_append(&a, len ? src : NULL, len), 0);
+                CHECK_EQ_INT(strbuf_append_grow(&b, len ? src : NULL, len), 0);
+                memcpy(model + mlen, src, len);
+                mlen += len;
+                CHECK_EQ_INT(a.len, mlen);
+                CHECK_EQ_INT(b.len, mlen);
+                if (a.len) {
+                    CHECK(memcmp(a.buf, model, mlen) == 0 && a.buf[a.len] == '\0');
+                    CHECK(memcmp(b.buf, model, mlen) == 0 && b.buf[b.len] == '\0');
+                }
+                /* the inline path never reallocates when the room was there */
+                if (len && len <= room)
+                    CHECK(a.cap == cap0 && a.buf == buf0);
+                CHECK_EQ_INT(a.cap, b.cap);
+                /* a reservation leaves room for exactly what was asked */
+                CHECK_EQ_INT(strbuf_reserve(&a, len), 0);
+                CHECK_EQ_INT(strbuf_grow(&b, len), 0);
+                CHECK(a.buf && a.cap - a.len >= len);
+                CHECK_EQ_INT(a.cap, b.cap);
+            }
+            strbuf_free(&a);
+            strbuf_free(&b);
+        }
+    }
+    /* an empty buffer: reserving nothing still allocates, appending nothing does not */
+    struct strbuf e = {0};
+    CHECK_EQ_INT(strbuf_append(&e, NULL, 0), 0);
+    CHECK(e.buf == NULL);
+    CHECK_EQ_INT(strbuf_reserve(&e, 0), 0);
+    CHECK(e.buf != NULL && e.buf[0] == '\0');
+    strbuf_free(&e);
+}
+
 TEST(formatting)
 {
     struct strbuf sb;
@@ -73,6 +126,7 @@ TEST(itoa_matches_printf)
 int main(void)
 {
     RUN(append_grows_and_terminates);
+    RUN(inline_paths_match_grow_paths);
     RUN(formatting);
     RUN(itoa_matches_printf);
     return test_summary();

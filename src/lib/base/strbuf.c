@@ -22,7 +22,7 @@ void strbuf_free(struct strbuf *sb)
     *sb = (struct strbuf){0};
 }
 
-int strbuf_reserve(struct strbuf *sb, size_t n)
+int strbuf_grow(struct strbuf *sb, size_t n)
 {
     if (sb->buf && sb->cap - sb->len >= n)
         return 0;
@@ -42,11 +42,11 @@ int strbuf_reserve(struct strbuf *sb, size_t n)
     return 0;
 }
 
-int strbuf_append(struct strbuf *sb, const void *p, size_t len)
+int strbuf_append_grow(struct strbuf *sb, const void *p, size_t len)
 {
     if (!len)
         return 0; /* p may be NULL then (an empty strbuf's buf) */
-    int r = strbuf_reserve(sb, len);
+    int r = strbuf_grow(sb, len);
     if (r < 0)
         return r;
     memcpy(sb->buf + sb->len, p, len);

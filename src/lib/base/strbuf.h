@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 struct strbuf {
     char *buf;
@@ -35,9 +36,31 @@ static inline void strbuf_shrink(struct strbuf *sb, size_t keep)
         strbuf_reset(sb);
 }
 
-/* Make room for at least n more bytes. */
-int strbuf_reserve(struct strbuf *sb, size_t n);
-int strbuf_append(struct strbuf *sb, const void *p, size_t len);
+/* The slow paths of strbuf_reserve() and strbuf_append(): growing the
+ * buffer (and, for the append, copying behind the new room). */
+int strbuf_grow(struct strbuf *sb, size_t n);
+int strbuf_append_grow(struct strbuf *sb, const void *p, size_t len);
+
+/* Make room for at least n more bytes. Inline: most calls find the room
+ * there already (cap > 0 means buf is allocated). */
+static inline int strbuf_reserve(struct strbuf *sb, size_t n)
+{
+    if (__builtin_expect(sb->cap - sb->len >= n && sb->cap, 1))
+        return 0;
+    return strbuf_grow(sb, n);
+}
+/* Inline for the same reason: with room, a copy and the NUL. An empty
+ * append never allocates (p may be NULL then). */
+static inline int strbuf_append(struct strbuf *sb, const void *p, size_t len)
+{
+    if (__builtin_expect(sb->cap - sb->len >= len && len, 1)) {
+        memcpy(sb->buf + sb->len, p, len);
+        sb->len += len;
+        sb->buf[sb->len] = '\0';
+        return 0;
+    }
+    return strbuf_append_grow(sb, p, len);
+}
 int strbuf_append_str(struct strbuf *sb, const char *s);
 int strbuf_append_char(struct strbuf *sb, char c);
 int strbuf_append_u64(struct strbuf *sb, uint64_t v);

@@ -33,8 +33,9 @@ struct http_worker {
     char ok_head[256];
     size_t ok_head_len;
     size_t ok_mime_off, ok_mime_len; /* where the type's text is in ok_head */
-    uint64_t ok_cl;                  /* the length in the Content-Length line */
-    size_t ok_cl_len;                /* of that line, behind the others; 0: none */
+    const char *ok_mime_fixed;       /* the type's address when its bytes cannot change, or NULL */
+    uint64_t ok_cl;                  /* the length in the Content-Length line; UINT64_MAX: none */
+    size_t ok_cl_len;                /* of that line, behind the others */
     time_t ok_head_time;
     const struct http_config *ok_head_cfg;
     struct tpl_scratch *scratch;

@@ -3,6 +3,8 @@
 #include "http/request.h"
 
 #include <errno.h>
+#include <link.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -54,20 +56,83 @@ static const char *ok_date(struct http_worker *hw, time_t now)
 
 /* Room in ok_head after its other lines for "Content-Length: N\r\n". */
 #define CL_LINE_MAX (16 + U64_STR_MAX + 2)
+/* ok_cl when no length line is kept: no Content-Length is that large */
+#define NO_CL UINT64_MAX
+
+/* The read-only segments of the object this code is part of (the library,
+ * or the program it is linked into): the bytes of a string there never
+ * change while this code runs. Found once, on the first piece built. */
+#define RO_SEG_MAX 8
+static struct {
+    uintptr_t lo, hi;
+} ro_seg[RO_SEG_MAX];
+static unsigned n_ro_seg;
+static pthread_once_t ro_once = PTHREAD_ONCE_INIT;
+
+static int find_ro_segs(struct dl_phdr_info *info, size_t size, void *self)
+{
+    (void)size;
+    uintptr_t at = (uintptr_t)self;
+    bool mine = false;
+    for (unsigned i = 0; i < info->dlpi_phnum && !mine; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        mine = ph->p_type == PT_LOAD && at >= lo && at - lo < ph->p_memsz;
+    }
+    if (!mine)
+        return 0;
+    for (unsigned i = 0; i < info->dlpi_phnum && n_ro_seg < RO_SEG_MAX; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && !(ph->p_flags & PF_W)) {
+            uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+            ro_seg[n_ro_seg].lo = lo;
+            ro_seg[n_ro_seg++].hi = lo + ph->p_memsz;
+        }
+    }
+    return 1;
+}
+
+static void find_ro(void)
+{
+    dl_iterate_phdr(find_ro_segs, (void *)(uintptr_t)&http_write_response);
+}
+
+/* Whether the len bytes at s and the NUL after them lie in a read-only
+ * segment of ours (a string literal of the library's: "text/plain",
+ * serve_files' table of types). */
+static bool fixed_string(const char *s, size_t len)
+{
+    pthread_once(&ro_once, find_ro);
+    uintptr_t a = (uintptr_t)s;
+    for (unsigned i = 0; i < n_ro_seg; i++)
+        if (a >= ro_seg[i].lo && a < ro_seg[i].hi && len < ro_seg[i].hi - a)
+            return true;
+    return false;
+}
+
+/* Whether ok_head holds the piece for this second, config and type. A
+ * type whose bytes cannot change is recognised by its address; any other
+ * by its text: a handler may pass any string, reused or not (strncmp()
+ * stops at mime's end: never a read past a shorter string). */
+static inline bool ok_head_current(const struct http_worker *hw, const struct http_config *cfg,
+                                   time_t now, const char *mime)
+{
+    if (hw->ok_head_time != now || hw->ok_head_cfg != cfg)
+        return false;
+    if (mime == hw->ok_mime_fixed)
+        return true;
+    return !strncmp(mime, hw->ok_head + hw->ok_mime_off, hw->ok_mime_len) && !mime[hw->ok_mime_len];
+}
 
 /* The status line, Date, Server and Content-Type of a 200 answer of type
- * mime (see ok_head in struct http_worker): false when they do not fit.
- * Most answers are 200s of a few types, so most heads begin with this one
- * copy, and when the length is the last one's too, it includes the
- * Content-Length line kept behind them (ok_cl). The type is recognised by its text, not its
- * address: a handler may pass any string, reused or not. */
+ * mime (see ok_head in struct http_worker), built when not current: false
+ * when they do not fit. Most answers are 200s of a few types, so most
+ * heads begin with this one copy, and when the length is the last one's
+ * too, it includes the Content-Length line kept behind them (ok_cl). */
 static bool ok_head(struct http_worker *hw, const struct http_config *cfg, time_t now,
                     const char *mime)
 {
-    /* strncmp() stops at mime's end: never a read past a shorter string */
-    if (likely(hw->ok_head_time == now && hw->ok_head_cfg == cfg &&
-               !strncmp(mime, hw->ok_head + hw->ok_mime_off, hw->ok_mime_len) &&
-               !mime[hw->ok_mime_len]))
+    if (ok_head_current(hw, cfg, now, mime))
         return true;
     size_t mime_len = strlen(mime);
     if (OK_DATE_LEN + cfg->server_hdr_len + 14 + mime_len + 2 + CL_LINE_MAX > sizeof(hw->ok_head))
@@ -77,19 +142,86 @@ static bool ok_head(struct http_worker *hw, const struct http_config *cfg, time_
     p = PUT_LIT(p, "Content-Type: ");
     hw->ok_mime_off = (size_t)(p - hw->ok_head);
     hw->ok_mime_len = mime_len;
+    hw->ok_mime_fixed = fixed_string(mime, mime_len) ? mime : NULL;
     p = put(p, mime, mime_len);
     p = PUT_LIT(p, "\r\n");
     hw->ok_head_len = (size_t)(p - hw->ok_head);
     hw->ok_head_time = now;
     hw->ok_head_cfg = cfg;
-    hw->ok_cl_len = 0; /* no length line yet */
+    hw->ok_cl = NO_CL; /* no length line yet */
+    hw->ok_cl_len = 0;
     return true;
 }
 
-/* The head of a response, into ctx->out, and after it `body` (may be
- * empty): one reservation, then plain copies. content_length < 0: none. */
-static void write_head(struct colibri_request *req, struct colibri_response *resp, int status,
-                       int64_t content_length, const char *mime, struct view body)
+/* "Content-Length: N\r\n" at p; behind ok_head too when whole, as the
+ * next answer may have the same length. Returns its end. */
+static char *cl_line(struct http_worker *hw, char *p, uint64_t content_length, bool whole)
+{
+    char *cl = p;
+    p = PUT_LIT(p, "Content-Length: ");
+    p += u64_to_str(content_length, p);
+    p = PUT_LIT(p, "\r\n");
+    if (whole) {
+        hw->ok_cl = content_length;
+        hw->ok_cl_len = (size_t)(p - cl);
+        memcpy(hw->ok_head + hw->ok_head_len, cl, hw->ok_cl_len);
+    }
+    return p;
+}
+
+/* What every head ends with: the caller's lines, the handler's, the empty
+ * line, and `body` behind it. Sets out->len. */
+static inline void head_tail(struct strbuf *out, char *p, struct view lines,
+                             const struct strbuf *hdrs, struct view body)
+{
+    if (lines.len)
+        p = put(p, lines.p, lines.len);
+    if (hdrs->len)
+        p = put(p, hdrs->buf, hdrs->len);
+    p = PUT_LIT(p, "\r\n");
+    if (body.len)
+        p = put(p, body.p, body.len);
+    out->len = (size_t)(p - out->buf);
+    *p = '\0';
+}
+
+/* The usual head: a 200 with a type and a length, its piece current, the
+ * connection kept alive without saying so (HTTP/1.1, not closing, no
+ * stop). false, with nothing written, for anything else. */
+static inline __attribute__((always_inline)) bool write_head_ok(struct colibri_request *req,
+                                                                struct colibri_response *resp,
+                                                                uint64_t content_length,
+                                                                const char *mime, struct view body)
+{
+    struct conn_ctx *ctx = req->ctx;
+    struct http_conn *hc = req->hc;
+    struct http_worker *hw = req->hw;
+    if (unlikely(hc->closing || !req->head->version_minor || conn_stopping(ctx)))
+        return false;
+    if (unlikely(!mime || !ok_head_current(hw, req->cfg, conn_wall_time(ctx), mime)))
+        return false;
+    struct strbuf *out = &ctx->out;
+    size_t piece = hw->ok_head_len;
+    if (strbuf_reserve(out, piece + CL_LINE_MAX + resp->lines.len + hc->hdrs.len + 2 + body.len) <
+        0)
+        coro_abort(ctx->coro);
+    char *p = out->buf + out->len;
+    if (likely(content_length == hw->ok_cl)) {
+        p = put(p, hw->ok_head, piece + hw->ok_cl_len);
+    } else {
+        p = put(p, hw->ok_head, piece);
+        p = cl_line(hw, p, content_length, true);
+    }
+    head_tail(out, p, resp->lines, &hc->hdrs, body);
+    return true;
+}
+
+/* The head of any response (write_head() when write_head_ok() declines).
+ * One reservation, then plain copies. content_length < 0: none. */
+static __attribute__((noinline)) void write_head_any(struct colibri_request *req,
+                                                     struct colibri_response *resp, int status,
+                                                     int64_t content_length, const char *mime,
+                                                     struct view body)
 {
     struct conn_ctx *ctx = req->ctx;
     struct http_conn *hc = req->hc;
@@ -97,11 +229,10 @@ static void write_head(struct colibri_request *req, struct colibri_response *res
     const struct http_config *cfg = req->cfg;
     /* a 200 with a type begins with ok_head; any other, a 200's status
      * line with its Date line (ok_date) */
-    bool ok = likely(status == 200);
+    bool ok = status == 200;
     struct http_worker *hw = req->hw;
     bool whole = ok && mime && ok_head(hw, cfg, conn_wall_time(ctx), mime);
-    bool with_cl =
-        whole && hw->ok_cl_len && content_length >= 0 && (uint64_t)content_length == hw->ok_cl;
+    bool with_cl = whole && content_length >= 0 && (uint64_t)content_length == hw->ok_cl;
     struct view line =
         whole ? (struct view){.p = hw->ok_head,
                               .len = hw->ok_head_len + (with_cl ? hw->ok_cl_len : 0)}
@@ -111,8 +242,8 @@ static void write_head(struct colibri_request *req, struct colibri_response *res
 
     if (conn_stopping(ctx))
         hc->closing = true;
-    size_t max = line.len + HTTP_DATE_HDR_LEN + cfg->server_hdr_len + 14 + mime_len + 2 + 16 +
-                 U64_STR_MAX + 2 + 28 + 24 + resp->lines.len + hc->hdrs.len + 2 + body.len;
+    size_t max = line.len + HTTP_DATE_HDR_LEN + cfg->server_hdr_len + 14 + mime_len + 2 +
+                 CL_LINE_MAX + 28 + 24 + resp->lines.len + hc->hdrs.len + 2 + body.len;
     if (strbuf_reserve(out, max) < 0)
         coro_abort(ctx->coro);
     char *p = out->buf + out->len;
@@ -128,17 +259,8 @@ static void write_head(struct colibri_request *req, struct colibri_response *res
         }
     }
     if (content_length >= 0) {
-        if (!with_cl) {
-            char *cl = p;
-            p = PUT_LIT(p, "Content-Length: ");
-            p += u64_to_str((uint64_t)content_length, p);
-            p = PUT_LIT(p, "\r\n");
-            if (whole) { /* the next answer may have the same length */
-                hw->ok_cl = (uint64_t)content_length;
-                hw->ok_cl_len = (size_t)(p - cl);
-                memcpy(hw->ok_head + hw->ok_head_len, cl, hw->ok_cl_len);
-            }
-        }
+        if (!with_cl)
+            p = cl_line(hw, p, (uint64_t)content_length, whole);
     } else if (resp && resp->chunked) {
         p = PUT_LIT(p, "Transfer-Encoding: chunked\r\n");
     }
@@ -146,15 +268,20 @@ static void write_head(struct colibri_request *req, struct colibri_response *res
         p = PUT_LIT(p, "Connection: close\r\n");
     else if (req->head && req->head->version_minor == 0)
         p = PUT_LIT(p, "Connection: keep-alive\r\n");
-    if (resp->lines.len)
-        p = put(p, resp->lines.p, resp->lines.len);
-    if (hc->hdrs.len)
-        p = put(p, hc->hdrs.buf, hc->hdrs.len);
-    p = PUT_LIT(p, "\r\n");
-    if (body.len)
-        p = put(p, body.p, body.len);
-    out->len = (size_t)(p - out->buf);
-    *p = '\0';
+    head_tail(out, p, resp->lines, &hc->hdrs, body);
+}
+
+/* The head of a response, into ctx->out, and after it `body` (may be
+ * empty). content_length < 0: none. */
+static inline __attribute__((always_inline)) void write_head(struct colibri_request *req,
+                                                             struct colibri_response *resp,
+                                                             int status, int64_t content_length,
+                                                             const char *mime, struct view body)
+{
+    if (likely(status == 200 && content_length >= 0) &&
+        write_head_ok(req, resp, (uint64_t)content_length, mime, body))
+        return;
+    write_head_any(req, resp, status, content_length, mime, body);
 }
 #define NO_BODY ((struct view){0})
 
@@ -197,30 +324,30 @@ void http_write_response(struct colibri_request *req, struct colibri_response *r
     struct conn_ctx *ctx = req->ctx;
     struct strbuf *body = &req->hc->body;
     const char *mime = resp->mime;
-    struct view page = {0};
+    struct view data = {.p = body->buf, .len = body->len};
 
-    if (status < 100 || status > 599)
-        status = 500;
-    if (status >= 400 && !body->len) {
-        page = error_page(req, status);
-        mime = "text/html; charset=utf-8";
+    if (unlikely(status != 200)) {
+        if (status < 100 || status > 599)
+            status = 500;
+        if (status >= 400 && !body->len) {
+            data = error_page(req, status);
+            mime = "text/html; charset=utf-8";
+        }
+        if (status < 200 || status == 204 || status == 304) {
+            resp->final_status = status;
+            write_head(req, resp, status, -1, NULL, NO_BODY);
+            return;
+        }
     }
-    const char *data = page.p ? page.p : body->buf;
-    size_t len = page.p ? page.len : body->len;
     resp->final_status = status;
-    if (status < 200 || status == 204 || status == 304) {
-        write_head(req, resp, status, -1, NULL, NO_BODY);
-        return;
-    }
-    bool send_body = !resp->head_only && len;
+    bool send_body = !resp->head_only && data.len;
     if (send_body)
-        resp->body_bytes = len;
+        resp->body_bytes = data.len;
     /* a small body is copied behind the head, in the same reservation */
-    bool copy = send_body && len <= COPY_BODY_MAX;
-    write_head(req, resp, status, (int64_t)len, mime,
-               copy ? (struct view){.p = data, .len = len} : (struct view){0});
+    bool copy = send_body && data.len <= COPY_BODY_MAX;
+    write_head(req, resp, status, (int64_t)data.len, mime, copy ? data : NO_BODY);
     if (send_body && !copy)
-        conn_flush_with(ctx, data, len);
+        conn_flush_with(ctx, data.p, data.len);
 }
 
 void http_send_error(struct conn_ctx *ctx, int status)
@@ -356,7 +483,8 @@ int colibri_resp_send_chunk(struct colibri_response *resp, const void *p, size_t
 
 /* The head of a response whose body the caller sends itself; false when
  * there is no body to send (HEAD, or empty). */
-static bool answer_head(struct colibri_response *resp, int status, const char *mime, size_t len)
+static inline __attribute__((always_inline)) bool
+answer_head(struct colibri_response *resp, int status, const char *mime, size_t len)
 {
     write_head(resp->req, resp, status, (int64_t)len, mime, NO_BODY);
     resp->sent = true;
@@ -400,9 +528,10 @@ int colibri_resp_send_static(struct colibri_response *resp, int status, const ch
         return 500;
     if (!answer_head(resp, status, mime, len))
         return status;
-    if (len <= COPY_BODY_MAX && ctx->in_len > ctx->in_pos) {
+    if (len <= COPY_BODY_MAX && (ctx->in_len > ctx->in_pos || resp->req->hc->closing)) {
         /* more requests are buffered (pipelining): join their answers in
-         * one writev instead of a system call each */
+         * one writev instead of a system call each; or the last answer,
+         * which waits to leave with the FIN (after_run() in rt/conn.c) */
         if (strbuf_append(&ctx->out, p, len) < 0)
             coro_abort(ctx->coro);
         return status;

@@ -121,6 +121,24 @@ void conn_writev(struct conn_ctx *ctx, struct iovec *iov, int iovcnt)
     }
 }
 
+void conn_writev_rest(struct conn_ctx *ctx, struct iovec *iov, int iovcnt, ssize_t n)
+{
+    if (n < 0) {
+        retry_or_abort(ctx, CONN_WAIT_WRITE);
+    } else {
+        while (iovcnt > 0 && (size_t)n >= iov->iov_len) {
+            n -= (ssize_t)iov->iov_len;
+            iov++;
+            iovcnt--;
+        }
+        if (iovcnt > 0) {
+            iov->iov_base = (char *)iov->iov_base + n;
+            iov->iov_len -= (size_t)n;
+        }
+    }
+    conn_writev(ctx, iov, iovcnt);
+}
+
 void conn_write(struct conn_ctx *ctx, const void *p, size_t len)
 {
     struct iovec iov = {.iov_base = (void *)p, .iov_len = len};
@@ -131,7 +149,7 @@ void conn_write_more(struct conn_ctx *ctx, const void *p, size_t len)
 {
     const char *c = p;
     while (len > 0) {
-        ssize_t n = send(ctx->fd, c, len, MSG_MORE | MSG_NOSIGNAL);
+        ssize_t n = sys_send_more(ctx->fd, c, len);
         if (n < 0) {
             retry_or_abort(ctx, CONN_WAIT_WRITE);
             continue;
@@ -141,12 +159,12 @@ void conn_write_more(struct conn_ctx *ctx, const void *p, size_t len)
     }
 }
 
-void conn_flush(struct conn_ctx *ctx)
+void conn_flush_out(struct conn_ctx *ctx)
 {
-    if (!ctx->out.len)
-        return;
-    conn_write(ctx, ctx->out.buf, ctx->out.len);
-    strbuf_reset(&ctx->out);
+    struct iovec iov = {.iov_base = ctx->out.buf, .iov_len = ctx->out.len};
+    conn_writev_all(ctx, &iov, 1, ctx->out.len);
+    ctx->out.len = 0;
+    ctx->out.buf[0] = '\0';
 }
 
 void conn_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len)

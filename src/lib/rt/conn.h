@@ -23,6 +23,7 @@
 #include "base/common.h"
 #include "base/strbuf.h"
 #include "rt/coro.h"
+#include "rt/sys.h"
 #include "rt/timer.h"
 
 struct worker;
@@ -178,17 +179,36 @@ void conn_writev(struct conn_ctx *ctx, struct iovec *iov, int iovcnt);
 void conn_write(struct conn_ctx *ctx, const void *p, size_t len);
 /* Like conn_write, telling the kernel more follows (MSG_MORE). */
 void conn_write_more(struct conn_ctx *ctx, const void *p, size_t len);
-/* Sends ctx->out and empties it. */
-void conn_flush(struct conn_ctx *ctx);
-/* Sends ctx->out followed by len bytes at p, in one writev. Inline: a
- * cached file's answer leaves this way. */
+/* Sends ctx->out (not empty) and empties it. */
+void conn_flush_out(struct conn_ctx *ctx);
+/* Sends ctx->out and empties it. Inline: the loop calls it between
+ * requests, often with nothing to send. */
+static inline void conn_flush(struct conn_ctx *ctx)
+{
+    if (ctx->out.len)
+        conn_flush_out(ctx);
+}
+/* What is left of a writev() of iov that returned n (or failed): the
+ * slow path of conn_writev_all(). */
+void conn_writev_rest(struct conn_ctx *ctx, struct iovec *iov, int iovcnt, ssize_t n);
+/* conn_writev() of iov holding total bytes, the first try inline: it
+ * nearly always takes everything. */
+static inline void conn_writev_all(struct conn_ctx *ctx, struct iovec *iov, int iovcnt,
+                                   size_t total)
+{
+    ssize_t n = sys_writev(ctx->fd, iov, iovcnt);
+    if (__builtin_expect((size_t)n != total, 0))
+        conn_writev_rest(ctx, iov, iovcnt, n);
+}
+/* Sends ctx->out followed by len bytes at p, in one writev, and empties
+ * ctx->out. Inline: a cached file's answer leaves this way. */
 static inline void conn_flush_with(struct conn_ctx *ctx, const void *p, size_t len)
 {
     struct iovec iov[2] = {
         {.iov_base = ctx->out.buf, .iov_len = ctx->out.len},
         {.iov_base = (void *)p, .iov_len = len},
     };
-    conn_writev(ctx, iov, 2);
+    conn_writev_all(ctx, iov, 2, ctx->out.len + len);
     strbuf_reset(&ctx->out);
 }
 /* sendfile() of len bytes from offset; the header must have gone first. */

@@ -1,12 +1,14 @@
 /* sys.h - the system calls of the request path, without glibc's
  * cancellation wrappers.
  *
- * read(), writev() and epoll_wait() are POSIX cancellation points, so glibc
- * brackets each with __pthread_enable_asynccancel()/..._disable_...(): about
- * 45 instructions a call, three calls a keep-alive request. colibri never
- * cancels a thread, so the request path calls the kernel through syscall(),
- * which has the same result and errno convention and no bracket. The system
- * call numbers are those glibc uses, so a seccomp filter sees no difference.
+ * read(), writev(), send() and epoll_wait() are POSIX cancellation points,
+ * so glibc brackets each with __pthread_enable_asynccancel()/..._disable_...():
+ * about 45 instructions a call, three calls a keep-alive request. colibri
+ * never cancels a thread, so the request path calls the kernel through
+ * syscall(), which has the same result and errno convention and no
+ * bracket. The system call numbers are those glibc uses (but send(), which
+ * becomes sendmsg(); the sandbox allows both), so a seccomp filter sees no
+ * difference.
  *
  * Sanitizer builds keep the libc functions: ASan checks the buffers they are
  * given and TSan derives synchronisation from them. So does a build with
@@ -21,6 +23,7 @@
 
 #include <errno.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -70,6 +73,20 @@ static inline ssize_t sys_writev(int fd, const struct iovec *iov, int iovcnt)
     return writev(fd, iov, iovcnt);
 #else
     return sys_call4(SYS_writev, fd, (long)iov, iovcnt, 0);
+#endif
+}
+
+/* send(fd, buf, len, MSG_MORE | MSG_NOSIGNAL): glibc's send() is a
+ * cancellation point too. Issued as sendmsg() of one piece, which takes
+ * three arguments (sendto() takes six). */
+static inline ssize_t sys_send_more(int fd, const void *buf, size_t len)
+{
+#ifdef SYS_PLAIN_LIBC
+    return send(fd, buf, len, MSG_MORE | MSG_NOSIGNAL);
+#else
+    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+    return sys_call4(SYS_sendmsg, fd, (long)&msg, MSG_MORE | MSG_NOSIGNAL, 0);
 #endif
 }
 
