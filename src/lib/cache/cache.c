@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "base/common.h"
+#include "base/load.h"
 #include "base/thread.h"
 
 #define N_SHARDS         16
@@ -130,20 +131,6 @@ static uint64_t mix(uint64_t h)
     h *= 0xc4ceb9fe1a85ec53ull;
     h ^= h >> 33;
     return h;
-}
-
-static inline uint64_t load64(const char *p)
-{
-    uint64_t w;
-    memcpy(&w, p, 8);
-    return w;
-}
-
-static inline uint64_t load32(const char *p)
-{
-    uint32_t w;
-    memcpy(&w, p, 4);
-    return w;
 }
 
 /* Eight bytes at a time; keys are paths, a few dozen bytes. The last (< 8)
