@@ -369,20 +369,44 @@ get_slow(struct cache *c, struct shard *s, uint64_t h, const char *key, size_t k
     return insert(c, s, fresh, now, gen);
 }
 
-struct cache_entry *cache_get(struct cache *c, const char *key, size_t key_len, int *err)
+/* get_slow() for a busy shard (or a cache that keeps nothing) and for a
+ * miss: with few enough arguments to go in registers, so that
+ * cache_get_at() reaches them with a jump and saves no register on a hit.
+ * The hash is computed again: a miss builds an entry. */
+static __attribute__((noinline)) struct cache_entry *
+get_busy(struct cache *c, const char *key, size_t key_len, uint64_t now, int *err)
+{
+    uint64_t h = hash_key(c->seed, key, key_len);
+    return get_slow(c, shard_of(c, h), h, key, key_len, now, NULL, true, err);
+}
+
+static __attribute__((noinline)) struct cache_entry *get_miss(struct cache *c, const char *key,
+                                                              size_t key_len, uint64_t now,
+                                                              struct cache_entry *stale, int *err)
+{
+    uint64_t h = hash_key(c->seed, key, key_len);
+    return get_slow(c, shard_of(c, h), h, key, key_len, now, stale, false, err);
+}
+
+struct cache_entry *cache_get_at(struct cache *c, const char *key, size_t key_len, uint64_t now,
+                                 int *err)
 {
     uint64_t h = hash_key(c->seed, key, key_len);
     struct shard *s = shard_of(c, h);
-    uint64_t now = now_ms(c);
 
     /* the first try (of 8, see get_slow) */
-    if (!c->ttl_ms || !rd_trylock(s))
-        return get_slow(c, s, h, key, key_len, now, NULL, true, err);
+    if (unlikely(!c->ttl_ms) || unlikely(!rd_trylock(s)))
+        return get_busy(c, key, key_len, now, err);
     struct cache_entry *e = find_ref(s, h, key, key_len);
     rd_unlock(s);
     if (likely(e && now < e->expires_ms))
         return e;
-    return get_slow(c, s, h, key, key_len, now, e, false, err);
+    return get_miss(c, key, key_len, now, e, err);
+}
+
+struct cache_entry *cache_get(struct cache *c, const char *key, size_t key_len, int *err)
+{
+    return cache_get_at(c, key, key_len, now_ms(c), err);
 }
 
 /* Which entries to remove: one key, every key beginning with a prefix, or

@@ -79,6 +79,11 @@ void cache_free(struct cache *c);
 /* The entry for key, with a reference for the caller; NULL with *err set
  * when create failed. */
 struct cache_entry *cache_get(struct cache *c, const char *key, size_t key_len, int *err);
+/* The same at now_ms on the cache's clock (ops->now_ms, else
+ * CLOCK_MONOTONIC_COARSE in milliseconds), for a caller that has a recent
+ * reading already: a lagging one only moves expiry by its lag. */
+struct cache_entry *cache_get_at(struct cache *c, const char *key, size_t key_len, uint64_t now_ms,
+                                 int *err);
 void cache_put(struct cache *c, struct cache_entry *e);
 
 /* Removes the expired entries now (what the pruning thread does); returns

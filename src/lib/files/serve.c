@@ -17,6 +17,7 @@
 #include "http/range.h"
 #include "http/request.h"
 #include "http/uri.h"
+#include "rt/worker.h"
 
 static void release(void *p)
 {
@@ -238,7 +239,8 @@ int files_serve(struct colibri_request *req, struct colibri_response *resp, void
         return 404;
 
     int err = -EIO;
-    struct cache_entry *ce = cache_get(f->cache, rel, len, &err);
+    /* the clock is the worker's, read at its wake-up */
+    struct cache_entry *ce = cache_get_at(f->cache, rel, len, conn_now_ms(req->ctx), &err);
     if (!ce) {
         int status = status_for(err);
         if (status >= 500) /* the server's trouble, not the client's */

@@ -31,6 +31,7 @@ static void update_clocks(struct worker *w)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     w->now = (uint32_t)ts.tv_sec;
+    w->now_ns = ts.tv_nsec;
     clock_gettime(CLOCK_REALTIME_COARSE, &ts);
     w->wall_time = ts.tv_sec;
     w->wall_ns = ts.tv_nsec; /* divided only when a tick is wanted */

@@ -74,6 +74,7 @@ struct worker {
     struct epoll_event *batch;
     int batch_next, batch_n;
     uint32_t now;            /* seconds since the worker started (monotonic) */
+    long now_ns;             /* nanoseconds into now */
     time_t wall_time;        /* UTC seconds, as of the last wake-up */
     long wall_ns;            /* nanoseconds into wall_time */
     bool tick_wanted;        /* the protocol asked for its tick (conn_want_tick) */
@@ -265,4 +266,12 @@ static inline void conn_set_peer(struct conn_ctx *ctx, const struct conn_peer *p
 static inline time_t conn_wall_time(const struct conn_ctx *ctx)
 {
     return ctx->worker->wall_time;
+}
+/* worker_now_ms() as of the worker's last wake-up: no clock read, for a
+ * clock wanted per request that may lag by the time since (the cache's
+ * expiry in serve_files). */
+static inline uint64_t conn_now_ms(const struct conn_ctx *ctx)
+{
+    const struct worker *w = ctx->worker;
+    return (uint64_t)w->now * 1000 + (uint64_t)w->now_ns / 1000000;
 }
