@@ -130,9 +130,10 @@ static int send_variant(struct colibri_response *resp, const struct fentry *e,
 
 /* The whole of v with a 200. The entry's lines go into the head as they
  * are, not staged in the header buffer first: send_variant() writes the
- * head now, while the entry is held. */
-static int send_whole(struct colibri_response *resp, const struct fentry *e,
-                      const struct variant *v)
+ * head now, while the entry is held. Inline: files_serve() answers most
+ * requests with it. */
+static inline __attribute__((always_inline)) int
+send_whole(struct colibri_response *resp, const struct fentry *e, const struct variant *v)
 {
     resp->lines = (struct view){.p = e->hdrs + v->hdr_off, .len = v->hdr_len};
     add_expires(e->f, resp);
