@@ -216,23 +216,22 @@ void coro_abort(struct coro *coro)
     abort();
 }
 
-int coro_defer(struct coro *coro, void (*fn)(void *), void *arg)
+/* coro_defer() with the list full */
+int coro_defer_grow(struct coro *coro, void (*fn)(void *), void *arg)
 {
-    if (coro->n_defers == coro->cap_defers) {
-        unsigned cap = coro->cap_defers ? coro->cap_defers * 2 : 8;
-        struct coro_defer *d = realloc(coro->defers, cap * sizeof(*d));
-        if (!d) {
-            fn(arg);
-            return -ENOMEM;
-        }
-        coro->defers = d;
-        coro->cap_defers = cap;
+    unsigned cap = coro->cap_defers ? coro->cap_defers * 2 : 8;
+    struct coro_defer *d = realloc(coro->defers, cap * sizeof(*d));
+    if (!d) {
+        fn(arg);
+        return -ENOMEM;
     }
+    coro->defers = d;
+    coro->cap_defers = cap;
     coro->defers[coro->n_defers++] = (struct coro_defer){.fn = fn, .arg = arg};
     return 0;
 }
 
-void coro_defer_run_to(struct coro *coro, unsigned mark)
+void coro_defer_run_from(struct coro *coro, unsigned mark)
 {
     run_defers(coro, mark);
 }
