@@ -309,7 +309,7 @@ int trie_add(struct trie *t, const char *prefix, size_t len, void *value)
 
 /* Whether path has the bytes of a prefix longer than 8 past its first 8
  * (which the caller compared): 8 at a time, the last 8 again. */
-static bool rest_eq(const char *path, const char *prefix, size_t len)
+static __attribute__((noinline)) bool rest_eq(const char *path, const char *prefix, size_t len)
 {
     for (size_t i = 8; i + 8 < len; i += 8)
         if (load64(path + i) != load64(prefix + i))
@@ -364,18 +364,10 @@ static inline const struct trie_kid *next_kid(const struct trie_node *n, const c
     return kid_matches(k, p, len) ? k : NULL;
 }
 
-static inline __attribute__((always_inline)) void *
-lookup(const struct trie *t, const char *path, size_t len, size_t *matched, bool segments)
+/* The walk down the trie, for more than FLAT_MAX prefixes. */
+static inline __attribute__((always_inline)) void *walk(const struct trie *t, const char *path,
+                                                        size_t len, size_t *matched, bool segments)
 {
-    if (t->n_flat <= FLAT_MAX) {
-        uint64_t w0 = len >= 8 ? load64(path) : load_upto8(path, len);
-        const struct trie_flat *f = flat_find(t, path, len, w0, segments);
-        if (!f)
-            return NULL;
-        if (matched)
-            *matched = f->len;
-        return f->value;
-    }
     uint64_t small;
     const char *p = path;
     if (len < 8) {
@@ -402,6 +394,33 @@ lookup(const struct trie *t, const char *path, size_t len, size_t *matched, bool
     if (matched)
         *matched = best_len;
     return best->value;
+}
+
+/* Out of line, so that the flat scan saves no register for it. */
+static __attribute__((noinline)) void *walk_bytes(const struct trie *t, const char *path,
+                                                  size_t len, size_t *matched)
+{
+    return walk(t, path, len, matched, false);
+}
+
+static __attribute__((noinline)) void *walk_segments(const struct trie *t, const char *path,
+                                                     size_t len, size_t *matched)
+{
+    return walk(t, path, len, matched, true);
+}
+
+static inline __attribute__((always_inline)) void *
+lookup(const struct trie *t, const char *path, size_t len, size_t *matched, bool segments)
+{
+    if (t->n_flat > FLAT_MAX)
+        return segments ? walk_segments(t, path, len, matched) : walk_bytes(t, path, len, matched);
+    uint64_t w0 = len >= 8 ? load64(path) : load_upto8(path, len);
+    const struct trie_flat *f = flat_find(t, path, len, w0, segments);
+    if (!f)
+        return NULL;
+    if (matched)
+        *matched = f->len;
+    return f->value;
 }
 
 void *trie_lookup(const struct trie *t, const char *path, size_t len, size_t *matched)
