@@ -252,7 +252,10 @@ int files_serve(struct colibri_request *req, struct colibri_response *resp, void
         return status;
     }
     struct fentry *e = (struct fentry *)ce;
-    if (colibri_defer(req, release, e) < 0)
+    /* held until the handler returns, or the connection dies while the
+     * answer's write waits: colibri_defer(), with its inline fast path
+     * (coro.h) instead of a call */
+    if (coro_defer(req->ctx->coro, release, e) < 0)
         return 503; /* released already */
     if (e->kind == FE_REDIRECT)
         return redirect(req, resp);
