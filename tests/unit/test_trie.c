@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "base/load.h"
 #include "route/trie.h"
 
 static int add(struct trie *t, const char *s, void *v)
@@ -452,6 +453,27 @@ TEST(generated_route_sets)
     CHECK(hits[0] > 30000 && hits[1] > 25000);
 }
 
+/* load_upto8(), which the trie reads short paths and labels with: the
+ * bytes, in order, zero above them, for every length and many contents,
+ * from buffers of exactly that length (a read past them fails under ASan). */
+TEST(load_upto8_is_the_bytes)
+{
+    for (size_t n = 0; n <= 8; n++) {
+        for (int round = 0; round < 500; round++) {
+            char *b = malloc(n ? n : 1);
+            uint64_t want = 0;
+            for (size_t i = 0; i < n; i++) {
+                b[i] = (char)(round < 256 ? round + (int)i : (int)rnd());
+                want |= (uint64_t)(unsigned char)b[i] << (8 * i);
+            }
+            CHECK(load_upto8(b, n) == want);
+            if (n == 8)
+                CHECK(load64(b) == want);
+            free(b);
+        }
+    }
+}
+
 TEST(deep_nesting_frees)
 {
     /* "a", "aa", "aaa", ...: a long chain of nodes, freed without recursion */
@@ -482,6 +504,7 @@ int main(void)
     RUN(all_first_bytes);
     RUN(random_against_brute_force);
     RUN(generated_route_sets);
+    RUN(load_upto8_is_the_bytes);
     RUN(deep_nesting_frees);
     return test_summary();
 }
