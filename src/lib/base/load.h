@@ -7,6 +7,7 @@
  * The memcpy() calls compile to single moves. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -23,6 +24,16 @@ static inline uint64_t load32(const char *p)
     uint32_t w;
     memcpy(&w, p, 4);
     return w;
+}
+
+/* Whether the len (>= 8) bytes at a and b are equal: 8 at a time, the
+ * last 8 again (overlapping the ones before), no memcmp() call. */
+static inline bool eq_words(const char *a, const char *b, size_t len)
+{
+    for (size_t i = 0; i + 8 < len; i += 8)
+        if (load64(a + i) != load64(b + i))
+            return false;
+    return load64(a + len - 8) == load64(b + len - 8);
 }
 
 /* The n (<= 8) bytes at p in the low bytes of a word, the others zero:

@@ -173,12 +173,8 @@ static struct shard *shard_of(struct cache *c, uint64_t h)
  * a few dozen bytes, and they match (the hash did) nearly every time. */
 static inline bool key_eq(const char *a, const char *b, size_t len)
 {
-    if (len >= 8) {
-        for (size_t i = 0; i + 8 < len; i += 8)
-            if (load64(a + i) != load64(b + i))
-                return false;
-        return load64(a + len - 8) == load64(b + len - 8);
-    }
+    if (len >= 8)
+        return eq_words(a, b, len);
     if (len >= 4)
         return load32(a) == load32(b) && load32(a + len - 4) == load32(b + len - 4);
     for (size_t i = 0; i < len; i++)
@@ -210,12 +206,10 @@ static void destroy(struct cache *c, struct cache_entry *e)
     c->ops->destroy(c->ctx, e);
 }
 
-void cache_put(struct cache *c, struct cache_entry *e)
+/* cache_put() of the last reference */
+void cache_put_last(struct cache *c, struct cache_entry *e)
 {
-    /* acq_rel rather than release + fence: same code on x86, and TSan
-     * understands it */
-    if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) == 1)
-        destroy(c, e);
+    destroy(c, e);
 }
 
 /* Doubles the bucket array; on allocation failure the chains just get

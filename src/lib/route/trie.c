@@ -307,16 +307,6 @@ int trie_add(struct trie *t, const char *prefix, size_t len, void *value)
     return 0;
 }
 
-/* Whether path has the bytes of a prefix longer than 8 past its first 8
- * (which the caller compared): 8 at a time, the last 8 again. */
-static __attribute__((noinline)) bool rest_eq(const char *path, const char *prefix, size_t len)
-{
-    for (size_t i = 8; i + 8 < len; i += 8)
-        if (load64(path + i) != load64(prefix + i))
-            return false;
-    return load64(path + len - 8) == load64(prefix + len - 8);
-}
-
 /* The longest prefix in the flat table that path starts with (and at a
  * segment boundary of it, for segments), or NULL. w0: the path's first
  * bytes, as many as it has up to 8. */
@@ -327,7 +317,7 @@ static inline const struct trie_flat *flat_find(const struct trie *t, const char
         const struct trie_flat *f = &t->flat[i];
         if (f->len > len || (w0 & f->mask) != f->word)
             continue;
-        if (unlikely(f->len > 8) && !rest_eq(path, f->copy, f->len))
+        if (unlikely(f->len > 8) && !eq_words(path, f->copy, f->len))
             continue;
         if (segments && !(f->slash_end || f->len == len || path[f->len] == '/'))
             continue;
