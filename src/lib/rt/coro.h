@@ -90,9 +90,10 @@ static inline unsigned coro_defer_mark(const struct coro *coro)
     return coro->n_defers;
 }
 /* Runs, newest first, the defers registered since mark. */
-void coro_defer_run_from(struct coro *coro, unsigned mark);
 static inline void coro_defer_run_to(struct coro *coro, unsigned mark)
 {
-    if (coro->n_defers > mark)
-        coro_defer_run_from(coro, mark);
+    while (coro->n_defers > mark) {
+        struct coro_defer d = coro->defers[--coro->n_defers];
+        d.fn(d.arg);
+    }
 }
