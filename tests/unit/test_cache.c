@@ -147,6 +147,37 @@ TEST(expiry_rebuilds_with_stale)
     CHECK_EQ_INT(atomic_load(&env.destroyed), 2);
 }
 
+/* cache_get_at() goes by the caller's clock, not ops->now_ms: an entry
+ * built at 5000 by the caller's clock lives until 5100 by it, whatever the
+ * cache's own clock says; misses and insertions take that time too. */
+TEST(get_at_uses_the_callers_clock)
+{
+    struct env env = {.clock = 1000000}; /* far from the caller's clock */
+    struct cache *c =
+        cache_new(&fake_ops, &env, &(struct cache_params){.ttl_ms = 100, .no_thread = true});
+    int err = 0;
+    struct item *a = (struct item *)cache_get_at(c, "k", 1, 5000, &err);
+    CHECK(a != NULL);
+    CHECK_EQ_INT(a->base.expires_ms, 5100);
+    struct item *same = (struct item *)cache_get_at(c, "k", 1, 5099, &err);
+    CHECK(same == a);
+    cache_put(c, &same->base);
+    struct item *next = (struct item *)cache_get_at(c, "k", 1, 5100, &err);
+    CHECK(next != a);
+    CHECK_EQ_INT(next->generation, 1); /* built from the expired one */
+    CHECK_EQ_INT(next->base.expires_ms, 5200);
+    /* cache_get() reads the cache's clock: 1000000 is past 5200 */
+    struct item *own = get(c, "k");
+    CHECK(own != next);
+    CHECK_EQ_INT(own->generation, 2);
+    CHECK_EQ_INT(atomic_load(&env.created), 3);
+    cache_put(c, &a->base);
+    cache_put(c, &next->base);
+    cache_put(c, &own->base);
+    cache_free(c);
+    CHECK_EQ_INT(atomic_load(&env.destroyed), 3);
+}
+
 TEST(prune_removes_only_expired)
 {
     struct env env = {.clock = 0};
@@ -521,6 +552,7 @@ int main(void)
     RUN(invalidate_during_create_is_not_kept);
     RUN(threads_with_invalidator);
     RUN(expiry_rebuilds_with_stale);
+    RUN(get_at_uses_the_callers_clock);
     RUN(prune_removes_only_expired);
     RUN(ttl_zero_gives_private_entries);
     RUN(max_entries_overflow_is_private);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/common.h"
+#include "base/load.h"
 #include "route/trie.h"
 
 static int add(struct trie *t, const char *s, void *v)
@@ -219,11 +221,12 @@ static uint32_t rnd(void)
     return rng_state;
 }
 
-#define NPREFIX 1000
-#define MAXLEN  10
+#define NPREFIX   1000
+#define MAXLEN    10
+#define ENTRY_MAX 48 /* generated_route_sets' longer prefixes */
 
 struct entry {
-    char s[MAXLEN];
+    char s[ENTRY_MAX];
     size_t len;
 };
 
@@ -242,9 +245,10 @@ static long brute_force_by(const struct entry *e, size_t n, const char *path, si
     long best = -1;
     for (size_t i = 0; i < n; i++) {
         size_t l = e[i].len;
+        if (l > len || memcmp(e[i].s, path, l) != 0)
+            continue;
         bool boundary = l == len || path[l] == '/' || (l > 0 && e[i].s[l - 1] == '/');
-        if (l <= len && memcmp(e[i].s, path, l) == 0 && (!segments || boundary) &&
-            (best < 0 || l > e[best].len))
+        if ((!segments || boundary) && (best < 0 || l > e[best].len))
             best = (long)i;
     }
     return best;
@@ -327,6 +331,149 @@ TEST(random_against_brute_force)
     trie_free(t);
 }
 
+/* Route-like strings: most begin with a slash; segments of a few letters (some sharing beginnings,
+ * some longer than a trie edge), slashes, now and then a NUL or a high
+ * byte; up to maxlen bytes. */
+static size_t route_string(char *s, size_t maxlen)
+{
+    static const char *const parts[] = {"/",
+                                        "a",
+                                        "ab",
+                                        "abc",
+                                        "hello",
+                                        "hello.txt",
+                                        "x.y",
+                                        "4k.bin",
+                                        "ab/",
+                                        "static",
+                                        "staticx",
+                                        "v1",
+                                        "a-very-long-segment-name",
+                                        "\xfe",
+                                        ""};
+    size_t len = 0, target = rnd() % (maxlen + 1);
+    if (target && rnd() % 4) /* mostly a path's leading slash */
+        s[len++] = '/';
+    while (len < target) {
+        const char *part = parts[rnd() % N_ELEMENTS(parts)];
+        size_t n = part[0] ? strlen(part) : 1; /* "": a NUL byte */
+        if (len + n > maxlen)
+            n = maxlen - len;
+        memcpy(s + len, part, n);
+        len += n;
+    }
+    return len;
+}
+
+/* Compares both lookups with the brute force on one path, held in a
+ * buffer of exactly its length (so a read past it is caught under ASan).
+ * Returns the number of disagreements; counts the matches in hits. */
+static int compare_one(const struct trie *t, const struct entry *e, size_t n, const char *s,
+                       size_t len, int hits[2])
+{
+    char *path = malloc(len ? len : 1);
+    memcpy(path, s, len);
+    int bad = 0;
+    for (int segments = 0; segments < 2; segments++) {
+        long want = brute_force_by(e, n, path, len, segments);
+        size_t m = SIZE_MAX;
+        void *got =
+            segments ? trie_lookup_segments(t, path, len, &m) : trie_lookup(t, path, len, &m);
+        bool ok = want < 0 ? got == NULL && m == SIZE_MAX : got == &e[want] && m == e[want].len;
+        if (want >= 0)
+            hits[segments]++;
+        if (!ok && !bad++)
+            fprintf(stderr, "lookup%s of \"%.*s\" (%zu bytes, %zu prefixes): want %ld, got %p\n",
+                    segments ? "_segments" : "", (int)len, path, len, n, want, got);
+    }
+    free(path);
+    return bad;
+}
+
+/* Many route sets, small (the flat table) and large (the trie walk), with
+ * prefixes longer than an edge, removals, and paths that follow, cut or
+ * extend the prefixes: every answer as the brute force gives it. */
+TEST(generated_route_sets)
+{
+    static struct entry e[64];
+    int bad = 0, hits[2] = {0, 0}, small_sets = 0, large_sets = 0;
+    for (int set = 0; set < 400; set++) {
+        struct trie *t = trie_new();
+        size_t n = 0, want_n = rnd() % 40;
+        while (n < want_n) {
+            struct entry x = {.len = route_string(x.s, ENTRY_MAX)};
+            bool dup = false;
+            for (size_t j = 0; j < n; j++)
+                dup |= e[j].len == x.len && !memcmp(e[j].s, x.s, x.len);
+            e[n] = x; /* the value's address: where it stays if added */
+            int r = trie_add(t, x.s, x.len, &e[n]);
+            CHECK_EQ_INT(r, dup ? -EEXIST : 0);
+            if (!dup)
+                n++;
+        }
+        if (set % 3 == 0 && n) { /* remove some, from anywhere in the order */
+            for (size_t k = rnd() % (n + 1); k > 0 && n; k--) {
+                size_t i = rnd() % n;
+                void *old = NULL;
+                CHECK_EQ_INT(trie_remove(t, e[i].s, e[i].len, &old), 0);
+                CHECK(old == &e[i]);
+                CHECK_EQ_INT(trie_remove(t, e[i].s, e[i].len, NULL), -ENOENT);
+                /* the last one moves into the hole: give it back its value */
+                if (i != n - 1) {
+                    CHECK_EQ_INT(trie_remove(t, e[n - 1].s, e[n - 1].len, NULL), 0);
+                    e[i] = e[n - 1];
+                    CHECK_EQ_INT(trie_add(t, e[i].s, e[i].len, &e[i]), 0);
+                }
+                n--;
+            }
+        }
+        if (n <= 8)
+            small_sets++;
+        else
+            large_sets++;
+        for (int i = 0; i < 300; i++) {
+            char path[ENTRY_MAX + 16];
+            size_t len;
+            if (n && i % 3 == 0) { /* a prefix, cut short or followed by more */
+                const struct entry *x = &e[rnd() % n];
+                len = rnd() % 2 ? rnd() % (x->len + 1) : x->len;
+                memcpy(path, x->s, len);
+                len += route_string(path + len, sizeof(path) - len);
+            } else {
+                len = route_string(path, sizeof(path));
+            }
+            bad += compare_one(t, e, n, path, len, hits);
+        }
+        for (size_t i = 0; i < n; i++) /* every prefix finds itself */
+            bad += compare_one(t, e, n, e[i].s, e[i].len, hits);
+        trie_free(t);
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK(small_sets > 50 && large_sets > 50);
+    CHECK(hits[0] > 30000 && hits[1] > 25000);
+}
+
+/* load_upto8(), which the trie reads short paths and labels with: the
+ * bytes, in order, zero above them, for every length and many contents,
+ * from buffers of exactly that length (a read past them fails under ASan). */
+TEST(load_upto8_is_the_bytes)
+{
+    for (size_t n = 0; n <= 8; n++) {
+        for (int round = 0; round < 500; round++) {
+            char *b = malloc(n ? n : 1);
+            uint64_t want = 0;
+            for (size_t i = 0; i < n; i++) {
+                b[i] = (char)(round < 256 ? round + (int)i : (int)rnd());
+                want |= (uint64_t)(unsigned char)b[i] << (8 * i);
+            }
+            CHECK(load_upto8(b, n) == want);
+            if (n == 8)
+                CHECK(load64(b) == want);
+            free(b);
+        }
+    }
+}
+
 TEST(deep_nesting_frees)
 {
     /* "a", "aa", "aaa", ...: a long chain of nodes, freed without recursion */
@@ -356,6 +503,8 @@ int main(void)
     RUN(binary_safe);
     RUN(all_first_bytes);
     RUN(random_against_brute_force);
+    RUN(generated_route_sets);
+    RUN(load_upto8_is_the_bytes);
     RUN(deep_nesting_frees);
     return test_summary();
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "base/common.h"
+#include "base/load.h"
 #include "base/thread.h"
 
 #define N_SHARDS         16
@@ -132,20 +133,6 @@ static uint64_t mix(uint64_t h)
     return h;
 }
 
-static inline uint64_t load64(const char *p)
-{
-    uint64_t w;
-    memcpy(&w, p, 8);
-    return w;
-}
-
-static inline uint64_t load32(const char *p)
-{
-    uint32_t w;
-    memcpy(&w, p, 4);
-    return w;
-}
-
 /* Eight bytes at a time; keys are paths, a few dozen bytes. The last (< 8)
  * bytes are read with fixed-size loads, not a memcpy() of a variable
  * length (a loop of its own): the last 8 bytes of the key again when it
@@ -186,12 +173,8 @@ static struct shard *shard_of(struct cache *c, uint64_t h)
  * a few dozen bytes, and they match (the hash did) nearly every time. */
 static inline bool key_eq(const char *a, const char *b, size_t len)
 {
-    if (len >= 8) {
-        for (size_t i = 0; i + 8 < len; i += 8)
-            if (load64(a + i) != load64(b + i))
-                return false;
-        return load64(a + len - 8) == load64(b + len - 8);
-    }
+    if (len >= 8)
+        return eq_words(a, b, len);
     if (len >= 4)
         return load32(a) == load32(b) && load32(a + len - 4) == load32(b + len - 4);
     for (size_t i = 0; i < len; i++)
@@ -223,12 +206,10 @@ static void destroy(struct cache *c, struct cache_entry *e)
     c->ops->destroy(c->ctx, e);
 }
 
-void cache_put(struct cache *c, struct cache_entry *e)
+/* cache_put() of the last reference */
+void cache_put_last(struct cache *c, struct cache_entry *e)
 {
-    /* acq_rel rather than release + fence: same code on x86, and TSan
-     * understands it */
-    if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) == 1)
-        destroy(c, e);
+    destroy(c, e);
 }
 
 /* Doubles the bucket array; on allocation failure the chains just get
@@ -382,20 +363,44 @@ get_slow(struct cache *c, struct shard *s, uint64_t h, const char *key, size_t k
     return insert(c, s, fresh, now, gen);
 }
 
-struct cache_entry *cache_get(struct cache *c, const char *key, size_t key_len, int *err)
+/* get_slow() for a busy shard (or a cache that keeps nothing) and for a
+ * miss: with few enough arguments to go in registers, so that
+ * cache_get_at() reaches them with a jump and saves no register on a hit.
+ * The hash is computed again: a miss builds an entry. */
+static __attribute__((noinline)) struct cache_entry *
+get_busy(struct cache *c, const char *key, size_t key_len, uint64_t now, int *err)
+{
+    uint64_t h = hash_key(c->seed, key, key_len);
+    return get_slow(c, shard_of(c, h), h, key, key_len, now, NULL, true, err);
+}
+
+static __attribute__((noinline)) struct cache_entry *get_miss(struct cache *c, const char *key,
+                                                              size_t key_len, uint64_t now,
+                                                              struct cache_entry *stale, int *err)
+{
+    uint64_t h = hash_key(c->seed, key, key_len);
+    return get_slow(c, shard_of(c, h), h, key, key_len, now, stale, false, err);
+}
+
+struct cache_entry *cache_get_at(struct cache *c, const char *key, size_t key_len, uint64_t now,
+                                 int *err)
 {
     uint64_t h = hash_key(c->seed, key, key_len);
     struct shard *s = shard_of(c, h);
-    uint64_t now = now_ms(c);
 
     /* the first try (of 8, see get_slow) */
-    if (!c->ttl_ms || !rd_trylock(s))
-        return get_slow(c, s, h, key, key_len, now, NULL, true, err);
+    if (unlikely(!c->ttl_ms) || unlikely(!rd_trylock(s)))
+        return get_busy(c, key, key_len, now, err);
     struct cache_entry *e = find_ref(s, h, key, key_len);
     rd_unlock(s);
     if (likely(e && now < e->expires_ms))
         return e;
-    return get_slow(c, s, h, key, key_len, now, e, false, err);
+    return get_miss(c, key, key_len, now, e, err);
+}
+
+struct cache_entry *cache_get(struct cache *c, const char *key, size_t key_len, int *err)
+{
+    return cache_get_at(c, key, key_len, now_ms(c), err);
 }
 
 /* Which entries to remove: one key, every key beginning with a prefix, or

@@ -79,7 +79,21 @@ void cache_free(struct cache *c);
 /* The entry for key, with a reference for the caller; NULL with *err set
  * when create failed. */
 struct cache_entry *cache_get(struct cache *c, const char *key, size_t key_len, int *err);
-void cache_put(struct cache *c, struct cache_entry *e);
+/* The same at now_ms on the cache's clock (ops->now_ms, else
+ * CLOCK_MONOTONIC_COARSE in milliseconds), for a caller that has a recent
+ * reading already: a lagging one only moves expiry by its lag. */
+struct cache_entry *cache_get_at(struct cache *c, const char *key, size_t key_len, uint64_t now_ms,
+                                 int *err);
+/* Inline: a request puts back what it got; the last reference's destroy
+ * is out of line. */
+void cache_put_last(struct cache *c, struct cache_entry *e);
+static inline void cache_put(struct cache *c, struct cache_entry *e)
+{
+    /* acq_rel rather than release + fence: same code on x86, and TSan
+     * understands it */
+    if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) == 1)
+        cache_put_last(c, e);
+}
 
 /* Removes the expired entries now (what the pruning thread does); returns
  * how many. Waits for the shard locks: not for the hot path. */

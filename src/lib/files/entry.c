@@ -26,6 +26,7 @@
 #include "files/listing.h"
 #include "files/mime.h"
 #include "http/date.h"
+#include "http/uri.h"
 
 /* Takes data (freed on failure). */
 static struct blob *blob_wrap(struct files *f, void *data, size_t len)
@@ -595,6 +596,13 @@ static struct cache_entry *entry_create(void *ctx, const char *key, size_t len,
     struct files *f = ctx;
     const struct fentry *stale = (const struct fentry *)stale_ce;
     struct stat st;
+    /* never a name with a backslash or a NUL, nor one longer than a path
+     * (404): checked here, on a miss, as a hit's key passed when its entry
+     * was built */
+    if (len >= PATH_MAX || http_path_has_nul_or_backslash(key, len)) {
+        *err = -ENOENT;
+        return NULL;
+    }
     /* before anything is read: a change from now on is reported */
     files_watch_ensure(f->watch, key, len);
     int fd = open_key(f, key, len, &st);

@@ -54,6 +54,7 @@ struct files {
     char *root_abs;
     char *prefix;
     size_t prefix_len;
+    bool prefix_slash; /* the prefix ends in '/' */
     char *index;
     size_t index_len;
     enum files_follow follow;

@@ -98,6 +98,7 @@ static int add(struct colibri_server *srv, const char *prefix, const char *root,
     f->index = strdup(o->index);
     if (!f->prefix || !f->index)
         goto out_free;
+    f->prefix_slash = f->prefix_len && prefix[f->prefix_len - 1] == '/';
     if ((o->cache_control || o->expires_s >= 0) && !(f->cache_control = cache_control_line(o)))
         goto out_free;
     if (o->charset_types && o->charset_types[0] &&

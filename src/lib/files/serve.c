@@ -17,6 +17,7 @@
 #include "http/range.h"
 #include "http/request.h"
 #include "http/uri.h"
+#include "rt/worker.h"
 
 static void release(void *p)
 {
@@ -127,6 +128,20 @@ static int send_variant(struct colibri_response *resp, const struct fentry *e,
     return colibri_resp_sendfile(resp, status, e->ctype, v->fd, (off_t)off, len);
 }
 
+/* The whole of v with a 200. The entry's lines go into the head as they
+ * are, not staged in the header buffer first: send_variant() writes the
+ * head now, while the entry is held. Inline: files_serve() answers most
+ * requests with it. */
+static inline __attribute__((always_inline)) int
+send_whole(struct colibri_response *resp, const struct fentry *e, const struct variant *v)
+{
+    resp->lines = (struct view){.p = e->hdrs + v->hdr_off, .len = v->hdr_len};
+    add_expires(e->f, resp);
+    int status = send_variant(resp, e, v, 200, 0, v->size);
+    resp->lines = (struct view){0}; /* a later head (an error) must not use them */
+    return status;
+}
+
 static int serve_file(struct colibri_request *req, struct colibri_response *resp,
                       const struct fentry *e)
 {
@@ -204,26 +219,18 @@ static int serve_file(struct colibri_request *req, struct colibri_response *resp
                 return multipart(resp, e, v, r, n);
         }
     }
-    /* the entry's lines go into the head as they are, not staged in the
-     * header buffer first: send_variant() writes the head now, while the
-     * entry is held */
-    resp->lines = (struct view){.p = e->hdrs + v->hdr_off, .len = v->hdr_len};
-    add_expires(f, resp);
-    int status = send_variant(resp, e, v, 200, 0, v->size);
-    resp->lines = (struct view){0}; /* a later head (an error) must not use them */
-    return status;
+    return send_whole(resp, e, v);
 }
 
 int files_serve(struct colibri_request *req, struct colibri_response *resp, void *data)
 {
     struct files *f = data;
-    struct colibri_str path = colibri_req_path(req);
+    struct view path = req->path;
     if (path.len < f->prefix_len)
         return 404;
     const char *rel = path.p + f->prefix_len;
     size_t len = path.len - f->prefix_len;
-    bool prefix_slash = f->prefix_len && f->prefix[f->prefix_len - 1] == '/';
-    if (!prefix_slash) {
+    if (!f->prefix_slash) {
         if (!len) /* "/static" of "serve_files /static": the root wants its slash */
             return redirect(req, resp);
         if (rel[0] != '/')
@@ -231,14 +238,12 @@ int files_serve(struct colibri_request *req, struct colibri_response *resp, void
     }
     while (len && rel[0] == '/')
         rel++, len--;
-    /* never a name with a backslash or a NUL, nor one longer than a path */
-    if (len >= PATH_MAX)
-        return 404;
-    if (http_path_has_nul_or_backslash(rel, len))
-        return 404;
 
+    /* The names refused (a NUL, a backslash, longer than a path: 404) are
+     * refused by entry_create(), on the miss: no entry has such a key. The
+     * clock is the worker's, read at its wake-up. */
     int err = -EIO;
-    struct cache_entry *ce = cache_get(f->cache, rel, len, &err);
+    struct cache_entry *ce = cache_get_at(f->cache, rel, len, conn_now_ms(req->ctx), &err);
     if (!ce) {
         int status = status_for(err);
         if (status >= 500) /* the server's trouble, not the client's */
@@ -247,9 +252,16 @@ int files_serve(struct colibri_request *req, struct colibri_response *resp, void
         return status;
     }
     struct fentry *e = (struct fentry *)ce;
-    if (colibri_defer(req, release, e) < 0)
+    /* held until the handler returns, or the connection dies while the
+     * answer's write waits: colibri_defer(), with its inline fast path
+     * (coro.h) instead of a call */
+    if (coro_defer(req->ctx->coro, release, e) < 0)
         return 503; /* released already */
     if (e->kind == FE_REDIRECT)
         return redirect(req, resp);
+    /* none of If-*, Range, Accept-Encoding (the parser saw none of their
+     * names): the whole identity representation, nothing to evaluate */
+    if (!(req->head->flags & HTTP_F_FILE_FIELDS) && (e->avail & (1u << HTTP_CODING_IDENTITY)))
+        return send_whole(resp, e, &e->v[HTTP_CODING_IDENTITY]);
     return serve_file(req, resp, e);
 }

@@ -85,20 +85,12 @@ static void switch_out(struct coro *coro, int value, bool for_good)
     asan_entered(coro);
 }
 
-static void run_defers(struct coro *coro, unsigned mark)
-{
-    while (coro->n_defers > mark) {
-        struct coro_defer d = coro->defers[--coro->n_defers];
-        d.fn(d.arg);
-    }
-}
-
 static void coro_entry(void *p)
 {
     struct coro *coro = p;
     asan_entered(coro);
     coro->fn(coro, coro->arg);
-    run_defers(coro, 0);
+    coro_defer_run_to(coro, 0);
     coro->done = true;
     switch_out(coro, CORO_FINISHED, true);
     abort(); /* a finished coroutine is never resumed */
@@ -156,7 +148,7 @@ out_unmap:
 
 void coro_reset(struct coro *coro, coro_fn fn, void *arg)
 {
-    run_defers(coro, 0);
+    coro_defer_run_to(coro, 0);
 #ifdef HAVE_ASAN
     /* a coroutine reset while suspended leaves its frames' redzones
      * poisoned: the next run would trip over them (a false report) */
@@ -175,7 +167,7 @@ void coro_free(struct coro *coro)
 {
     if (!coro)
         return;
-    run_defers(coro, 0);
+    coro_defer_run_to(coro, 0);
 #ifdef HAVE_VALGRIND
     VALGRIND_STACK_DEREGISTER(coro->valgrind_id);
 #endif
@@ -210,29 +202,23 @@ void coro_yield(struct coro *coro, int value)
 
 void coro_abort(struct coro *coro)
 {
-    run_defers(coro, 0);
+    coro_defer_run_to(coro, 0);
     coro->done = true;
     switch_out(coro, CORO_ABORTED, true);
     abort();
 }
 
-int coro_defer(struct coro *coro, void (*fn)(void *), void *arg)
+/* coro_defer() with the list full */
+int coro_defer_grow(struct coro *coro, void (*fn)(void *), void *arg)
 {
-    if (coro->n_defers == coro->cap_defers) {
-        unsigned cap = coro->cap_defers ? coro->cap_defers * 2 : 8;
-        struct coro_defer *d = realloc(coro->defers, cap * sizeof(*d));
-        if (!d) {
-            fn(arg);
-            return -ENOMEM;
-        }
-        coro->defers = d;
-        coro->cap_defers = cap;
+    unsigned cap = coro->cap_defers ? coro->cap_defers * 2 : 8;
+    struct coro_defer *d = realloc(coro->defers, cap * sizeof(*d));
+    if (!d) {
+        fn(arg);
+        return -ENOMEM;
     }
+    coro->defers = d;
+    coro->cap_defers = cap;
     coro->defers[coro->n_defers++] = (struct coro_defer){.fn = fn, .arg = arg};
     return 0;
-}
-
-void coro_defer_run_slow(struct coro *coro, unsigned mark)
-{
-    run_defers(coro, mark);
 }

@@ -74,17 +74,26 @@ void coro_yield(struct coro *coro, int value);
 __attribute__((noreturn)) void coro_abort(struct coro *coro);
 
 /* Registers a cleanup. Returns 0, or -ENOMEM (the cleanup is then run at
- * once, so the caller's resource is never leaked). */
-int coro_defer(struct coro *coro, void (*fn)(void *), void *arg);
+ * once, so the caller's resource is never leaked). Inline, like
+ * coro_defer_run_to(): a request registers one or none (serve_files'
+ * cache entry), so the usual case is a store, or a compare. */
+int coro_defer_grow(struct coro *coro, void (*fn)(void *), void *arg);
+static inline int coro_defer(struct coro *coro, void (*fn)(void *), void *arg)
+{
+    if (__builtin_expect(coro->n_defers == coro->cap_defers, 0))
+        return coro_defer_grow(coro, fn, arg);
+    coro->defers[coro->n_defers++] = (struct coro_defer){.fn = fn, .arg = arg};
+    return 0;
+}
 static inline unsigned coro_defer_mark(const struct coro *coro)
 {
     return coro->n_defers;
 }
-/* Runs, newest first, the defers registered since mark (inline: most
- * requests registered none). */
-void coro_defer_run_slow(struct coro *coro, unsigned mark);
+/* Runs, newest first, the defers registered since mark. */
 static inline void coro_defer_run_to(struct coro *coro, unsigned mark)
 {
-    if (coro->n_defers > mark)
-        coro_defer_run_slow(coro, mark);
+    while (coro->n_defers > mark) {
+        struct coro_defer d = coro->defers[--coro->n_defers];
+        d.fn(d.arg);
+    }
 }

@@ -267,3 +267,11 @@ static inline time_t conn_wall_time(const struct conn_ctx *ctx)
 {
     return ctx->worker->wall_time;
 }
+/* worker_now_ms() as of the worker's last wake-up: no clock read, for a
+ * clock wanted per request that may lag by the time since (the cache's
+ * expiry in serve_files). */
+static inline uint64_t conn_now_ms(const struct conn_ctx *ctx)
+{
+    const struct worker *w = ctx->worker;
+    return w->mono_ns / 1000000;
+}
