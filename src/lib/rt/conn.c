@@ -101,41 +101,41 @@ void conn_compact(struct conn_ctx *ctx)
     }
 }
 
+/* Moves past the n bytes written from iov: returns how many iovecs are
+ * left, *iov the first of them, trimmed of what of it was written. */
+static int iov_skip(struct iovec **iovp, int iovcnt, size_t n)
+{
+    struct iovec *iov = *iovp;
+    while (iovcnt > 0 && n >= iov->iov_len) {
+        n -= iov->iov_len;
+        iov++;
+        iovcnt--;
+    }
+    if (iovcnt > 0) {
+        iov->iov_base = (char *)iov->iov_base + n;
+        iov->iov_len -= n;
+    }
+    *iovp = iov;
+    return iovcnt;
+}
+
 void conn_writev(struct conn_ctx *ctx, struct iovec *iov, int iovcnt)
 {
     while (iovcnt > 0) {
         ssize_t n = sys_writev(ctx->fd, iov, iovcnt);
-        if (n < 0) {
+        if (n < 0)
             retry_or_abort(ctx, CONN_WAIT_WRITE);
-            continue;
-        }
-        while (iovcnt > 0 && (size_t)n >= iov->iov_len) {
-            n -= (ssize_t)iov->iov_len;
-            iov++;
-            iovcnt--;
-        }
-        if (iovcnt > 0) {
-            iov->iov_base = (char *)iov->iov_base + n;
-            iov->iov_len -= (size_t)n;
-        }
+        else
+            iovcnt = iov_skip(&iov, iovcnt, (size_t)n);
     }
 }
 
 void conn_writev_rest(struct conn_ctx *ctx, struct iovec *iov, int iovcnt, ssize_t n)
 {
-    if (n < 0) {
+    if (n < 0)
         retry_or_abort(ctx, CONN_WAIT_WRITE);
-    } else {
-        while (iovcnt > 0 && (size_t)n >= iov->iov_len) {
-            n -= (ssize_t)iov->iov_len;
-            iov++;
-            iovcnt--;
-        }
-        if (iovcnt > 0) {
-            iov->iov_base = (char *)iov->iov_base + n;
-            iov->iov_len -= (size_t)n;
-        }
-    }
+    else
+        iovcnt = iov_skip(&iov, iovcnt, (size_t)n);
     conn_writev(ctx, iov, iovcnt);
 }
 
