@@ -122,26 +122,31 @@ int logs_start(struct server_logs *l, char *err, size_t errlen)
 }
 
 /* A file that is not stdout or stderr, opened again at its path and put
- * in place of the old one under the same fd. */
-static void reopen(const char *what, const char *path, int fd)
+ * in place of the old one under the same fd. false when that failed (the
+ * old file stays in use). */
+static bool reopen(const char *what, const char *path, int fd)
 {
     if (!path || fd <= 2)
-        return;
+        return true;
     int nfd = open_log(path);
     if (nfd < 0 || dup2(nfd, fd) < 0) {
         log_msg(LOG_ERROR, "cannot reopen %s '%s': %s", what, path, strerror(errno));
         if (nfd >= 0)
             close(nfd);
-        return;
+        return false;
     }
     close(nfd);
+    return true;
 }
 
 void logs_reopen(struct server_logs *l)
 {
-    reopen("error_log", l->error_path, l->error_fd);
-    reopen("access_log", l->access_path, l->access_fd);
-    log_msg(LOG_INFO, "logs reopened");
+    bool ok = reopen("error_log", l->error_path, l->error_fd);
+    ok &= reopen("access_log", l->access_path, l->access_fd);
+    if (ok)
+        log_msg(LOG_INFO, "logs reopened");
+    else
+        log_msg(LOG_WARN, "not every log was reopened: the others go on to the files open before");
 }
 
 void logs_stop(struct server_logs *l)
