@@ -52,6 +52,10 @@ KINDS = {
 
 # failures a correct server hides completely: the tests must still pass
 TRANSPARENT = {"short", "EINTR"}
+# ... except the tests that count TCP segments: a short write splits an
+# answer into more segments by its nature (they are still judged for
+# crashes, hangs and leaked fds like every other)
+COUNTS_SEGMENTS = {"test_keepalive.py::test_close_answer_and_fin_share_a_segment"}
 
 # the I/O wrappers are few sites that every answer goes through: more
 # tests (of different files) each
@@ -217,7 +221,8 @@ def one(args, site, kind, tests):
     if k in TRANSPARENT and rc != 0 and not hung:
         # a short count or an EINTR is no error: the tests must pass as they are
         failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", out, re.M)
-        problems.append("tests failed under %s (lost data?): %s" % (kind, " ".join(failed) or out[-300:]))
+        if not failed or any(not f.endswith(tuple(COUNTS_SEGMENTS)) for f in failed):
+            problems.append("tests failed under %s (lost data?): %s" % (kind, " ".join(failed) or out[-300:]))
     return site, kind, tests, hung, secs, reports, injected, problems
 
 
