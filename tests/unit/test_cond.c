@@ -103,6 +103,28 @@ TEST(if_range)
     CHECK(!http_if_range(&c, ETAG, strlen(ETAG), -1));
 }
 
+/* A date in If-Range is a date whatever its day's name: "Wed, ..." once
+ * counted as an entity-tag because it starts with W. One date on each of
+ * the seven weekdays, formatted by the server's own formatter. */
+TEST(if_range_date_every_weekday)
+{
+    for (int64_t day = 0; day < 7; day++) {
+        int64_t t = MTIME + day * 86400;
+        char hdr[64] = "If-Range: ";
+        http_date_format(t, hdr + 10);
+        memcpy(hdr + 10 + HTTP_DATE_LEN, "\r\n", 3);
+        struct http_conds c = scan(hdr);
+        CHECK(c.has_if_range && c.if_range.len == HTTP_DATE_LEN);
+        CHECK(http_if_range(&c, ETAG, strlen(ETAG), t));
+        CHECK(!http_if_range(&c, ETAG, strlen(ETAG), t - 1));
+    }
+    /* "W/" alone or "W" followed by anything else is no entity-tag */
+    struct http_conds c = scan("If-Range: Wed, 09 Nov 1994 08:49:37 GMT\r\n");
+    CHECK(http_if_range(&c, ETAG, strlen(ETAG), MTIME + 3 * 86400));
+    c = scan("If-Range: W/\r\n");
+    CHECK(!http_if_range(&c, ETAG, strlen(ETAG), MTIME));
+}
+
 TEST(content_range)
 {
     char buf[HTTP_CONTENT_RANGE_MAX];
@@ -122,6 +144,7 @@ int main(void)
     RUN(etag_comparison);
     RUN(preconditions_in_order);
     RUN(if_range);
+    RUN(if_range_date_every_weekday);
     RUN(content_range);
     return test_summary();
 }

@@ -122,7 +122,10 @@ bool http_if_range(const struct http_conds *c, const char *etag, size_t elen, in
     if (!c->has_if_range)
         return true;
     struct view v = c->if_range;
-    if (v.len && (v.p[0] == '"' || v.p[0] == 'W'))
+    /* An entity-tag starts with '"' or "W/": a date starts with a day's
+     * name, and "Wed" begins with W too. A weak tag never matches here
+     * (If-Range compares strongly). */
+    if (v.len && (v.p[0] == '"' || (v.len >= 2 && v.p[0] == 'W' && v.p[1] == '/')))
         return etag && http_etag_match(v, etag, elen, false);
     int64_t d;
     return mtime >= 0 && http_date_parse(v.p, v.len, &d) && d == mtime;
