@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "base/strbuf.h"
-#include "rt/coro.h"
+#include "base/coro.h"
 #include "tpl/tpl.h"
 
 #if defined(__SANITIZE_ADDRESS__)

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "base/strbuf.h"
-#include "rt/coro.h"
+#include "base/coro.h"
 #include "tpl/tpl.h"
 
 struct pieces {

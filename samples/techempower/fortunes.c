@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rt/coro.h"
+#include "base/coro.h"
 #include "tfb.h"
 #include "tpl/tpl.h"
 

@@ -2,7 +2,7 @@
 
 #include <fenv.h>
 
-#include "rt/coro.h"
+#include "base/coro.h"
 
 static void counter(struct coro *coro, void *arg)
 {

@@ -7,7 +7,7 @@
 
 #include "http/http.h"
 #include "http/request.h"
-#include "rt/worker.h"
+#include "rt/internal.h"
 
 /* Sun, 06 Nov 1994 08:49:37 GMT */
 #define T0 784111777
@@ -27,7 +27,7 @@ static void fix_init(struct fix *f)
     f->ctx = calloc(1, sizeof(*f->ctx));
     f->ctx->worker = f->w;
     f->ctx->fd = -1;
-    f->w->wall_time = T0;
+    f->w->view.wall_time = T0;
     strcpy(f->cfg.server_hdr, "Server: colibri\r\n");
     f->cfg.server_hdr_len = strlen(f->cfg.server_hdr);
     f->cfg.access_log_fd = -1;

@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 #include "base/strbuf.h"
-#include "rt/coro.h"
+#include "base/coro.h"
 #include "tpl/tpl.h"
 
 struct user {

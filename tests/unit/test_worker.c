@@ -26,7 +26,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "rt/worker.h"
+#include "rt/internal.h" /* the worker's timers, read by the protocol of this test */
 
 struct line_state {
     unsigned lines; /* answered on this connection */
@@ -197,11 +197,9 @@ TEST(a_protocol_that_is_not_http)
     int *fds = malloc(sizeof(int));
     fds[0] = lfd;
 
-    struct worker w;
-    CHECK_EQ_INT(worker_init(&w, &cfg, 0, conns, MAX_FDS, fds, 1), 0);
-    w.proto_state = &lw;
-    pthread_t t;
-    CHECK_EQ_INT(pthread_create(&t, NULL, worker_main, &w), 0);
+    struct worker *w;
+    CHECK_EQ_INT(worker_new(&w, &cfg, 0, conns, NULL, MAX_FDS, fds, 1, &lw), 0);
+    CHECK_EQ_INT(worker_start(w), 0);
 
     /* lines are answered; the connection idles between them */
     char buf[64] = {0};
@@ -268,7 +266,7 @@ TEST(a_protocol_that_is_not_http)
     for (int i = 0; i < 100 && !poll(&pfd, 1, 0); i++) {
         struct worker_cmd *cmd = worker_cmd_new(wake_napper, NULL, NULL);
         CHECK(cmd != NULL);
-        worker_post(&w, cmd);
+        worker_post(w, cmd);
         poll(&pfd, 1, 100);
     }
     CHECK_EQ_INT(read_n(c, buf, 8), 8);
@@ -281,14 +279,14 @@ TEST(a_protocol_that_is_not_http)
     c = client(port);
     send_str(c, "x\n");
     CHECK_EQ_INT(read_n(c, buf, 2), 2);
-    worker_wake(&w);
+    worker_wake(w);
     CHECK_EQ_INT(read_n(sleeper, buf, sizeof(buf)), 11);
     CHECK(!memcmp(buf, "slept -125\n", 11));
     close(sleeper);
-    CHECK_EQ_INT(pthread_join(t, NULL), 0);
+    worker_join(w);
     CHECK_EQ_INT(read_n(c, buf, sizeof(buf)), 0);
     close(c);
-    worker_destroy(&w);
+    worker_free(w);
     /* every context the worker made was destroyed, through the protocol */
     CHECK(atomic_load(&lw.destroyed) >= 1);
     free(conns);

@@ -14,7 +14,7 @@
 #include "base/err.h"
 #include "base/itoa.h"
 #include "base/strbuf.h"
-#include "rt/coro.h"
+#include "base/coro.h"
 #include "tpl/tpl.h"
 
 #define MAX_ROWS 100000 /* a bigger directory is listed only in part */

@@ -13,7 +13,7 @@
 #include "base/itoa.h"
 #include "base/log.h"
 #include "http/request.h"
-#include "rt/worker.h"
+#include "rt/conn.h"
 
 static _Atomic uint64_t dropped;
 

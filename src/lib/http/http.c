@@ -15,7 +15,7 @@
 #include "http/status.h"
 #include "http/vhost.h"
 #include "route/trie.h"
-#include "rt/worker.h"
+#include "rt/conn.h"
 #include "tpl/tpl.h"
 
 /* Pipelined responses are sent once this much is waiting. */

@@ -6,7 +6,7 @@
 
 #include "http/proxy.h"
 #include "http/request.h"
-#include "rt/worker.h"
+#include "rt/conn.h"
 
 bool http_proxy_step(struct conn_ctx *ctx)
 {

@@ -27,7 +27,7 @@
 #include "base/log.h"
 #include "http/pubsub.h"
 #include "http/request.h"
-#include "rt/worker.h"
+#include "rt/conn.h"
 
 #define QUEUE_MAX_DEFAULT 256
 #define QUEUE_FIRST       8 /* a queue grows by doubling, up to queue_max */

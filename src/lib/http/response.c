@@ -13,7 +13,7 @@
 #include "http/access_log.h"
 #include "http/date.h"
 #include "http/status.h"
-#include "rt/worker.h"
+#include "rt/conn.h"
 #include "tpl/tpl.h"
 
 /* Bodies larger than this leave with writev straight from the handler's

@@ -4,7 +4,7 @@
 #include <errno.h>
 
 #include "http/request.h"
-#include "rt/worker.h"
+#include "rt/conn.h"
 
 /* What is buffered for the client goes before the wait: the head of a
  * stream, answers to earlier pipelined requests. */

@@ -19,7 +19,7 @@
 #include "http/request.h"
 #include "http/ws_deflate.h"
 #include "http/ws_frame.h"
-#include "rt/worker.h"
+#include "rt/conn.h"
 
 #define MAX_MESSAGE_DEFAULT (1024 * 1024)
 /* Sent bytes wait in ctx->out until this much is there, or a wait. */

@@ -15,10 +15,11 @@
 #include "base/common.h"
 #include "base/log.h"
 #include "base/tsan.h"
-#include "rt/worker.h"
+#include "rt/accept.h"
+#include "rt/internal.h"
 
 #ifdef COLIBRI_TSAN
-char fd_sync[4096]; /* FD_SYNC(): see worker.h */
+char fd_sync[4096]; /* FD_SYNC(): see internal.h */
 #endif
 
 /* An fd held in reserve for accept_one(). An eventfd, not /dev/null: it
@@ -164,7 +165,7 @@ static void acceptor_apply(struct acceptor *a, int epfd)
     }
 }
 
-int acceptor_run(struct acceptor *a, struct worker *workers, unsigned n, volatile int *stop)
+int acceptor_run(struct acceptor *a, struct worker *const *workers, unsigned n, volatile int *stop)
 {
     bool *woken = calloc(n, sizeof(bool));
     int epfd = woken ? epoll_create1(EPOLL_CLOEXEC) : -1;
@@ -193,11 +194,11 @@ int acceptor_run(struct acceptor *a, struct worker *workers, unsigned n, volatil
             }
             int lfd = EV_FD(events[e].data.u64);
             for (int i = 0; i < 256; i++) {
-                int fd = accept_one(lfd, &spare, workers[0].peers, workers[0].max_fds);
+                int fd = accept_one(lfd, &spare, workers[0]->view.peers, workers[0]->max_fds);
                 if (fd < 0)
                     break;
                 unsigned wi = ((unsigned)fd / 2) % n;
-                struct fd_ring *r = workers[wi].ring;
+                struct fd_ring *r = workers[wi]->ring;
                 uint32_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
                 if (t - atomic_load_explicit(&r->head, memory_order_acquire) == FD_RING_SIZE) {
                     close(fd); /* that worker is hopelessly behind */
@@ -214,7 +215,7 @@ int acceptor_run(struct acceptor *a, struct worker *workers, unsigned n, volatil
             if (!woken[i])
                 continue;
             uint64_t one = 1;
-            ssize_t r = write(workers[i].wake_fd, &one, sizeof(one));
+            ssize_t r = write(workers[i]->wake_fd, &one, sizeof(one));
             (void)r;
             woken[i] = false;
         }

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
-#include "rt/worker.h"
+#include "rt/internal.h"
 
 static void free_cmds(struct worker_cmd *c, bool drop)
 {

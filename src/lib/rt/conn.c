@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "rt/sys.h"
-#include "rt/worker.h"
+#include "rt/internal.h"
 
 /* At most this much of an unread request is drained before closing. */
 #define LINGER_MAX (256 * 1024)

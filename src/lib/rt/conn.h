@@ -11,18 +11,26 @@
  * only on loan (conn_park()): the worker takes it back when another
  * connection needs one and the pool is empty. Only the worker that
  * accepted a connection touches its entry.
+ *
+ * This header is the whole of the runtime a protocol sees: the
+ * connection, its I/O and waits, the worker's clocks and slots as read
+ * through the connection, and commands for another worker's thread. The
+ * server's side is rt/worker.h and rt/accept.h; rt/internal.h is the
+ * runtime's own.
  */
 #pragma once
 
 #include <stdalign.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
 #include "base/common.h"
 #include "base/strbuf.h"
-#include "rt/coro.h"
+#include "base/coro.h"
 #include "rt/sys.h"
 #include "rt/timer.h"
 
@@ -257,3 +265,106 @@ static inline void conn_progress(struct conn_ctx *ctx)
 {
     ctx->new_deadline = true;
 }
+
+/* --- the worker, as its connections' protocol sees it -------------------- */
+
+/* The part of a worker the inline functions below read: the first member
+ * of struct worker (rt/internal.h), which the runtime alone writes (but
+ * proto_state, whose contents are the protocol's). */
+struct conn_worker {
+    atomic_bool stop_requested; /* set by worker_wake(), maybe in a signal handler */
+    bool tick_wanted;           /* the protocol asked for its tick (conn_want_tick) */
+    time_t wall_time;           /* UTC seconds, as of the last wake-up */
+    time_t tick_time;           /* the second the tick was asked in */
+    uint64_t mono_ns;           /* CLOCK_MONOTONIC_COARSE at the last wake-up */
+    struct conn *conns;         /* the process-wide table, indexed by fd */
+    struct conn_peer *peers;    /* indexed by fd like conns, or NULL: not recorded */
+    void *proto_state;          /* the protocol's per-worker slot */
+};
+
+static inline struct conn_worker *conn_worker_of(const struct conn_ctx *ctx)
+{
+    return (struct conn_worker *)(void *)ctx->worker;
+}
+
+/* The monotonic clock in milliseconds: the clock of conn_sleep() and
+ * conn_wait_fd() (a protocol counts its own deadlines on it). */
+uint64_t worker_now_ms(void);
+
+/* Whether the worker was asked to stop: answers should close. Read with
+ * stop_requested, not the worker's own stopping: a request can finish in
+ * the same epoll batch as the wake-up that will begin the stop. */
+static inline bool conn_stopping(const struct conn_ctx *ctx)
+{
+    return atomic_load_explicit(&conn_worker_of(ctx)->stop_requested, memory_order_relaxed);
+}
+/* The protocol's per-worker slot (given to worker_new()). */
+static inline void *conn_worker_state(const struct conn_ctx *ctx)
+{
+    return conn_worker_of(ctx)->proto_state;
+}
+/* Asks for the protocol's tick at the worker's first wake-up in a later
+ * second (see struct conn_proto); a store, no system call. */
+static inline void conn_want_tick(const struct conn_ctx *ctx)
+{
+    struct conn_worker *w = conn_worker_of(ctx);
+    if (!w->tick_wanted) {
+        w->tick_wanted = true;
+        w->tick_time = w->wall_time;
+    }
+}
+/* The index of the listener that accepted the connection (the runtime
+ * gives it no meaning; a protocol may tell listeners apart by it). */
+static inline unsigned conn_listener(const struct conn_ctx *ctx)
+{
+    return conn_worker_of(ctx)->conns[ctx->fd].listener;
+}
+/* The peer of the connection (family 0 when unknown). */
+static inline const struct conn_peer *conn_peer_of(const struct conn_ctx *ctx)
+{
+    static const struct conn_peer none;
+    const struct conn_worker *w = conn_worker_of(ctx);
+    return w->peers ? &w->peers[ctx->fd] : &none;
+}
+/* Replaces the peer the runtime recorded at accept() (a PROXY header names
+ * the real client); it stays for the connection's life. */
+static inline void conn_set_peer(struct conn_ctx *ctx, const struct conn_peer *peer)
+{
+    struct conn_worker *w = conn_worker_of(ctx);
+    if (w->peers)
+        w->peers[ctx->fd] = *peer;
+}
+/* UTC seconds as of the worker's last wake-up (no system call). */
+static inline time_t conn_wall_time(const struct conn_ctx *ctx)
+{
+    return conn_worker_of(ctx)->wall_time;
+}
+/* worker_now_ms() as of the worker's last wake-up: no clock read, for a
+ * clock wanted per request that may lag by the time since (the cache's
+ * expiry in serve_files). */
+static inline uint64_t conn_now_ms(const struct conn_ctx *ctx)
+{
+    return conn_worker_of(ctx)->mono_ns / 1000000;
+}
+
+/* --- work for a worker's thread ------------------------------------------- */
+
+/* A command for worker_post() (or the server's worker_quiesce()), run on
+ * a worker's thread outside every connection: the only way to touch
+ * another worker's connections (pub/sub delivers messages so). */
+struct worker_cmd {
+    void (*fn)(struct worker *w, void *arg);
+    void (*drop)(void *arg); /* instead of fn, when the worker stopped first (or NULL) */
+    void *arg;
+    struct worker_cmd *next;
+};
+/* Allocated ahead so that giving it cannot fail (a reload allocates
+ * before it commits). NULL when out of memory. */
+struct worker_cmd *worker_cmd_new(void (*fn)(struct worker *w, void *arg), void (*drop)(void *arg),
+                                  void *arg);
+/* Runs c->fn(w, c->arg) on the worker's thread, outside every connection,
+ * at its next wake-up (which this causes; async-signal-unsafe). Commands
+ * run in the order posted, and are freed after. A worker that has
+ * stopped never runs them: worker_free() calls drop(arg) instead. The
+ * worker of a connection is ctx->worker. */
+void worker_post(struct worker *w, struct worker_cmd *c);

@@ -22,7 +22,7 @@
  * the list. */
 #pragma once
 
-#include "rt/worker.h"
+#include "rt/internal.h"
 
 static inline void parked_unlink(struct worker *w, struct conn_ctx *ctx)
 {

@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rt/worker.h"
+#include "rt/internal.h"
 
 uint64_t worker_now_ms(void)
 {

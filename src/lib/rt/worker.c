@@ -1,6 +1,6 @@
 /* worker.c - the worker thread's loop: accept (rt/accept.c), wake coroutines on
  * readiness, expire timeouts, stop gracefully. */
-#include "rt/worker.h"
+#include "rt/internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -43,26 +43,26 @@ static void read_wall_clock(struct worker *w)
         clock_gettime(CLOCK_REALTIME_COARSE, &rt);
         clock_gettime(CLOCK_MONOTONIC_COARSE, &mono);
         uint64_t m = (uint64_t)mono.tv_sec * NS_PER_S + (uint64_t)mono.tv_nsec;
-        if (m == w->mono_ns)
+        if (m == w->view.mono_ns)
             break;
-        w->mono_ns = m;
+        w->view.mono_ns = m;
         w->now = (uint32_t)mono.tv_sec;
     }
-    w->wall_time = rt.tv_sec;
-    w->wall_edge = w->mono_ns + (NS_PER_S - (uint64_t)rt.tv_nsec);
+    w->view.wall_time = rt.tv_sec;
+    w->wall_edge = w->view.mono_ns + (NS_PER_S - (uint64_t)rt.tv_nsec);
 }
 
 static void update_clocks(struct worker *w)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    w->mono_ns = (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
+    w->view.mono_ns = (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
     if (unlikely((uint32_t)ts.tv_sec != w->now || !w->wall_edge)) {
         w->now = (uint32_t)ts.tv_sec;
         read_wall_clock(w);
-    } else if (unlikely(w->mono_ns >= w->wall_edge)) {
+    } else if (unlikely(w->view.mono_ns >= w->wall_edge)) {
         /* within one monotonic second: the wall second moved on once */
-        w->wall_time++;
+        w->view.wall_time++;
         w->wall_edge += NS_PER_S;
     }
 }
@@ -70,7 +70,7 @@ static void update_clocks(struct worker *w)
 /* Nanoseconds into wall_time, as of the last wake-up. */
 static inline uint64_t wall_ns(const struct worker *w)
 {
-    return NS_PER_S - (w->wall_edge - w->mono_ns);
+    return NS_PER_S - (w->wall_edge - w->view.mono_ns);
 }
 
 /* --- context pool --------------------------------------------------------- */
@@ -104,7 +104,7 @@ static void ctx_put(struct worker *w, struct conn_ctx *ctx);
  * context, in the idle queue and in epoll, as it already is. */
 static void reclaim_parked(struct worker *w, struct conn_ctx *ctx)
 {
-    w->conns[ctx->fd].ctx = NULL;
+    w->view.conns[ctx->fd].ctx = NULL;
     coro_reset(ctx->coro, conn_coro_main, ctx);
     ctx_put(w, ctx);
 }
@@ -188,7 +188,7 @@ static void void_later_events(struct worker *w, int fd)
 
 static void conn_close(struct worker *w, int fd)
 {
-    struct conn *c = &w->conns[fd];
+    struct conn *c = &w->view.conns[fd];
     tq_remove(&w->idle_q, (uint32_t)fd);
     tq_remove(&w->req_q, (uint32_t)fd);
     if (c->ctx) {
@@ -220,7 +220,7 @@ static int epoll_add(struct worker *w, int fd)
     };
     if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
         return -errno;
-    w->conns[fd].flags |= CONN_IN_EPOLL;
+    w->view.conns[fd].flags |= CONN_IN_EPOLL;
     return 0;
 }
 
@@ -231,7 +231,7 @@ static int epoll_add(struct worker *w, int fd)
  * its small frame. */
 static __attribute__((noinline)) void wait_begin(struct worker *w, int fd, int r)
 {
-    struct conn *c = &w->conns[fd];
+    struct conn *c = &w->view.conns[fd];
     c->ctx->waiting = (uint8_t)r;
     c->ctx->new_deadline = true;
     tq_remove(&w->idle_q, (uint32_t)fd);
@@ -244,7 +244,7 @@ static __attribute__((noinline)) void wait_begin(struct worker *w, int fd, int r
  * timeout runs, and epoll watches it. */
 static __attribute__((noinline)) void go_idle_slow(struct worker *w, int fd)
 {
-    struct conn *c = &w->conns[fd];
+    struct conn *c = &w->view.conns[fd];
     if (c->flags & CONN_IN_REQ_Q)
         tq_remove(&w->req_q, (uint32_t)fd);
     /* Already queued with the deadline a push would give (the request came
@@ -260,7 +260,7 @@ static __attribute__((noinline)) void go_idle_slow(struct worker *w, int fd)
  * went within the second it was queued in is where it has to be. */
 static inline void go_idle(struct worker *w, int fd)
 {
-    const struct conn *c = &w->conns[fd];
+    const struct conn *c = &w->view.conns[fd];
     if ((c->flags & (CONN_IN_REQ_Q | CONN_IN_IDLE_Q | CONN_IN_EPOLL)) !=
             (CONN_IN_IDLE_Q | CONN_IN_EPOLL) ||
         c->deadline != w->now + w->idle_q.timeout)
@@ -271,7 +271,7 @@ static inline void go_idle(struct worker *w, int fd)
  * what the connection waits for. */
 static __attribute__((noinline)) void after_resume_slow(struct worker *w, int fd, int r)
 {
-    struct conn *c = &w->conns[fd];
+    struct conn *c = &w->view.conns[fd];
     struct conn_ctx *ctx = c->ctx;
 
     if (r > 0) {
@@ -308,7 +308,7 @@ static inline void after_resume(struct worker *w, int fd, int r)
 {
     if (likely(r == CONN_PARK)) {
         /* idle, keeping its context on loan (rt/park.h) */
-        struct conn_ctx *ctx = w->conns[fd].ctx;
+        struct conn_ctx *ctx = w->view.conns[fd].ctx;
         ctx->waiting = CONN_WAIT_READ;
         if (unlikely(ctx->held)) /* its run ended: a grace period may end with it */
             quiesce_release(w, ctx);
@@ -322,7 +322,7 @@ static inline void after_resume(struct worker *w, int fd, int r)
 /* Bytes arrived on an idle (or brand new) connection. */
 static void conn_start(struct worker *w, int fd, bool fresh)
 {
-    struct conn *c = &w->conns[fd];
+    struct conn *c = &w->view.conns[fd];
     struct conn_ctx *ctx = ctx_get(w);
     if (!ctx) {
         conn_close(w, fd);
@@ -344,7 +344,7 @@ static void conn_start(struct worker *w, int fd, bool fresh)
 
 static void conn_event(struct worker *w, int fd, uint32_t events)
 {
-    struct conn *c = &w->conns[fd];
+    struct conn *c = &w->view.conns[fd];
     if (!(c->flags & CONN_OPEN))
         return; /* stale event for a connection closed in this batch */
     struct conn_ctx *ctx = c->ctx;
@@ -381,7 +381,7 @@ static void adopt(struct worker *w, int fd, uint16_t listener)
         close(fd);
         return;
     }
-    w->conns[fd] =
+    w->view.conns[fd] =
         (struct conn){.prev = TQ_NIL, .next = TQ_NIL, .flags = CONN_OPEN, .listener = listener};
     w->n_conns++;
     /* TCP_DEFER_ACCEPT: the request is usually here already, so read it
@@ -406,7 +406,7 @@ static void accept_burst(struct worker *w, int lfd, uint16_t listener)
 {
     /* level-triggered: take a bounded batch, epoll reports the rest */
     for (int i = 0; i < 128; i++) {
-        int fd = accept_one(lfd, &w->spare_fd, w->peers, w->max_fds);
+        int fd = accept_one(lfd, &w->spare_fd, w->view.peers, w->max_fds);
         if (fd < 0)
             return;
         adopt(w, fd, listener);
@@ -423,7 +423,7 @@ static inline struct conn_ctx *timer_ctx(struct timer *t)
 /* Ends the wait of the connection at fd with result and resumes it. */
 static void wait_end(struct worker *w, int fd, int result)
 {
-    struct conn_ctx *ctx = w->conns[fd].ctx;
+    struct conn_ctx *ctx = w->view.conns[fd].ctx;
     wait_cleanup(w, ctx);
     ctx->wait_result = result;
     after_resume(w, fd, coro_resume(ctx->coro));
@@ -433,8 +433,8 @@ static void wait_end(struct worker *w, int fd, int result)
 static void foreign_event(struct worker *w, uint64_t u, uint32_t events)
 {
     int fd = EV_FD(u);
-    struct conn_ctx *ctx = w->conns[fd].ctx;
-    if (!(w->conns[fd].flags & CONN_OPEN) || !ctx || ctx->waiting != CONN_WAIT_FD ||
+    struct conn_ctx *ctx = w->view.conns[fd].ctx;
+    if (!(w->view.conns[fd].flags & CONN_OPEN) || !ctx || ctx->waiting != CONN_WAIT_FD ||
         ctx->wait_fd != EV_FOREIGN_FD(u))
         return; /* stale: the wait ended earlier in this batch */
     unsigned r = 0;
@@ -454,7 +454,7 @@ static inline int loop_timeout(const struct worker *w)
     int timeout = (w->idle_q.count || w->req_q.count || w->stopping) ? 1000 : -1;
     /* the protocol's tick: just after the next second begins (the
      * coarse clock may lag by a few milliseconds) */
-    if (w->tick_wanted) {
+    if (w->view.tick_wanted) {
         int next = 1000 - (int)(wall_ns(w) / 1000000) + 5;
         if (timeout < 0 || next < timeout)
             timeout = next;
@@ -492,7 +492,7 @@ static void expire(struct worker *w)
     while ((fd = tq_expired(&w->idle_q, w->now)) != TQ_NIL)
         conn_close(w, (int)fd);
     while ((fd = tq_expired(&w->req_q, w->now)) != TQ_NIL) {
-        struct conn_ctx *ctx = w->conns[fd].ctx;
+        struct conn_ctx *ctx = w->view.conns[fd].ctx;
         if (ctx && ctx->waiting == CONN_WAIT_READ && w->cfg->proto->on_timeout)
             w->cfg->proto->on_timeout(ctx);
         conn_close(w, (int)fd);
@@ -525,8 +525,8 @@ static void begin_stop(struct worker *w)
         conn_close(w, (int)fd);
     /* connections that have not sent a byte of a request yet go too */
     for (fd = w->req_q.head; fd != TQ_NIL;) {
-        uint32_t next = w->conns[fd].next;
-        struct conn_ctx *ctx = w->conns[fd].ctx;
+        uint32_t next = w->view.conns[fd].next;
+        struct conn_ctx *ctx = w->view.conns[fd].ctx;
         if (!ctx || (ctx->waiting == CONN_WAIT_READ && w->cfg->proto->between_requests(ctx)))
             conn_close(w, (int)fd);
         fd = next;
@@ -551,7 +551,7 @@ void *worker_main(void *arg)
 
     update_clocks(w);
     for (;;) {
-        if (w->stop_requested && !w->stopping)
+        if (w->view.stop_requested && !w->stopping)
             begin_stop(w);
         if (w->stopping && (w->n_conns == 0 || w->now >= w->stop_deadline)) {
             force_stop(w);
@@ -587,9 +587,9 @@ void *worker_main(void *arg)
          * before the clock moves on */
         if (w->now != second)
             expire(w);
-        if (w->tick_wanted && w->wall_time != w->tick_time && w->cfg->proto->tick) {
-            w->tick_wanted = false;
-            w->cfg->proto->tick(w->proto_state);
+        if (w->view.tick_wanted && w->view.wall_time != w->view.tick_time && w->cfg->proto->tick) {
+            w->view.tick_wanted = false;
+            w->cfg->proto->tick(w->view.proto_state);
         }
     }
     return NULL;
@@ -598,21 +598,24 @@ void *worker_main(void *arg)
 void worker_wake(struct worker *w)
 {
     uint64_t one = 1;
-    w->stop_requested = true;
+    w->view.stop_requested = true;
     ssize_t r = write(w->wake_fd, &one, sizeof(one));
     (void)r; /* only ever fails if the counter is saturated: it is awake */
 }
 
-int worker_init(struct worker *w, const struct worker_cfg *cfg, unsigned idx, struct conn *conns,
-                uint32_t max_fds, int *listen_fds, unsigned n_listen)
+int worker_new(struct worker **out, const struct worker_cfg *cfg, unsigned idx, struct conn *conns,
+               struct conn_peer *peers, uint32_t max_fds, int *listen_fds, unsigned n_listen,
+               void *proto_state)
 {
+    *out = NULL;
+    struct worker *w = malloc(sizeof(*w));
+    if (!w)
+        return -ENOMEM;
     *w = (struct worker){
+        .view = {.conns = conns, .peers = peers, .proto_state = proto_state},
         .cfg = cfg,
-        .conns = conns,
         .max_fds = max_fds,
         .idx = idx,
-        .listen_fds = listen_fds,
-        .n_listen = n_listen,
         .epfd = -1,
         .wake_fd = -1,
         .spare_fd = -1,
@@ -621,14 +624,25 @@ int worker_init(struct worker *w, const struct worker_cfg *cfg, unsigned idx, st
     w->cmds_tail = &w->cmds;
     tq_init(&w->idle_q, conns, CONN_IN_IDLE_Q, cfg->keep_alive_s);
     tq_init(&w->req_q, conns, CONN_IN_REQ_Q, cfg->request_timeout_s);
+    int r = 0;
     w->epfd = epoll_create1(EPOLL_CLOEXEC);
     w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    w->spare_fd = spare_open();
-    if (w->epfd < 0 || w->wake_fd < 0)
-        return -errno;
+    if (w->epfd < 0 || w->wake_fd < 0) {
+        r = -errno;
+        goto fail;
+    }
+    /* a worker that accepts keeps an fd for accept_one() to make room
+     * with; one that is handed fds has the acceptor's ring instead */
+    if (cfg->handed_fds ? !(w->ring = calloc(1, sizeof(*w->ring)))
+                        : (w->spare_fd = spare_open()) < 0) {
+        r = cfg->handed_fds ? -ENOMEM : -errno;
+        goto fail;
+    }
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_WAKE | (uint32_t)w->wake_fd};
-    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wake_fd, &ev) < 0)
-        return -errno;
+    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wake_fd, &ev) < 0) {
+        r = -errno;
+        goto fail;
+    }
     for (unsigned i = 0; i < n_listen; i++) {
         /* a socket every worker waits on (dups of one fd, from systemd):
          * EPOLLEXCLUSIVE wakes one worker that is waiting in epoll_wait
@@ -639,15 +653,52 @@ int worker_init(struct worker *w, const struct worker_cfg *cfg, unsigned idx, st
         bool shared = cfg->listen_shared && cfg->listen_shared[i];
         ev = (struct epoll_event){.events = EPOLLIN | (shared ? EPOLLEXCLUSIVE : 0),
                                   .data.u64 = EV_LISTEN_AT(i) | (uint32_t)listen_fds[i]};
-        if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, listen_fds[i], &ev) < 0)
-            return -errno;
+        if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, listen_fds[i], &ev) < 0) {
+            r = -errno;
+            goto fail;
+        }
     }
+    /* the listening sockets are the worker's from here on */
+    w->listen_fds = listen_fds;
+    w->n_listen = n_listen;
     update_clocks(w);
+    *out = w;
+    return 0;
+fail:
+    worker_free(w);
+    return r;
+}
+
+unsigned worker_index(const struct worker *w)
+{
+    return w->idx;
+}
+
+void *worker_proto_state(const struct worker *w)
+{
+    return w->view.proto_state;
+}
+
+int worker_start(struct worker *w)
+{
+    int r = pthread_create(&w->thread, NULL, worker_main, w);
+    if (r)
+        return -r;
+    w->started = true;
     return 0;
 }
 
-void worker_destroy(struct worker *w)
+void worker_join(struct worker *w)
 {
+    if (w->started)
+        pthread_join(w->thread, NULL);
+    w->started = false;
+}
+
+void worker_free(struct worker *w)
+{
+    if (!w)
+        return;
     cmds_destroy(w);
     free(w->ring);
     timer_heap_free(&w->timers);
@@ -666,4 +717,5 @@ void worker_destroy(struct worker *w)
         close(w->wake_fd);
     if (w->spare_fd >= 0)
         close(w->spare_fd);
+    free(w);
 }

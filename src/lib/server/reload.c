@@ -260,14 +260,14 @@ static void apply_run(struct worker *w, void *arg)
     struct apply *a = arg;
     /* requests from now on read the new routes; those suspended in a
      * wait keep the old ones until they end */
-    http_worker_set_config(w->proto_state, a->gen->http);
+    http_worker_set_config(worker_proto_state(w), a->gen->http);
     a->quiesce->arg = a->gen->prev;
     worker_quiesce(w, a->quiesce);
     a->quiesce = NULL;
     for (unsigned i = 0; i < a->n_add; i++) {
         int r = worker_add_listener(w, a->add[i].idx, a->add[i].fd, a->add[i].shared);
         if (r < 0)
-            log_msg(LOG_ERROR, "worker %u: cannot accept on a new listener: %s", w->idx,
+            log_msg(LOG_ERROR, "worker %u: cannot accept on a new listener: %s", worker_index(w),
                     strerror(-r));
     }
     for (unsigned i = 0; i < a->n_del; i++)
@@ -365,7 +365,7 @@ static int publish(struct colibri_server *srv, struct colibri_server *next, stru
     srv->gen = g;
     for (unsigned i = 0; i < srv->n_threads; i++) {
         ap[i]->gen = g;
-        worker_post(&srv->workers[i], ap[i]->post); /* frees it after apply_run */
+        worker_post(srv->workers[i], ap[i]->post); /* frees it after apply_run */
     }
     free(ap);
     return 0;

@@ -297,16 +297,10 @@ static int listen_systemd(struct colibri_server *srv, const char *name, char *er
     if (name && !name[0])
         return err_set(err, errlen, -EINVAL, NULL, "expected 'systemd' or 'systemd:NAME'");
     int fds[256];
-    /* a reload may name the sockets the running config took */
-    int n = sd_take_sockets(name, fds, N_ELEMENTS(fds), srv->reload_of != NULL, err, errlen), r = 0;
-    /* ...but not twice in the same config, as at start */
-    for (int i = 0; i < n && srv->reload_of && !r; i++)
-        for (unsigned j = 0; j < srv->n_listeners && !r; j++)
-            if (srv->listeners[j].inherited && srv->listeners[j].fd == fds[i])
-                r = err_set(err, errlen, -EEXIST, NULL,
-                            "systemd socket fd %d is taken by another listener already", fds[i]);
-    if (r)
-        return r;
+    /* a reload may name the sockets the running config took, but no
+     * config one twice (systemd.c keeps who took which) */
+    int n = sd_take_sockets(name, fds, N_ELEMENTS(fds), srv, srv->reload_of != NULL, err, errlen),
+        r = 0;
     for (int i = 0; i < n; i++) {
         struct listener l;
         if (!r && !(r = listener_inherit(&l, fds[i], name ? name : "systemd", err, errlen)))
@@ -394,7 +388,7 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (srv->peers == MAP_FAILED)
         srv->peers = NULL;
-    srv->workers = calloc(n, sizeof(struct worker));
+    srv->workers = calloc(n, sizeof(*srv->workers));
     srv->http_workers = calloc(n, sizeof(*srv->http_workers));
     bool ok = srv->conns && srv->peers && srv->workers && srv->http_workers;
     for (unsigned i = 0; ok && i < n; i++)
@@ -437,6 +431,7 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
     /* with an acceptor thread, one set of sockets for it; otherwise one set
      * per worker */
     unsigned started = 0, sets = srv->accept_thread ? 1 : n;
+    srv->wcfg.handed_fds = srv->accept_thread;
     for (unsigned i = 0; i < sets + (srv->accept_thread ? n : 0); i++) {
         bool own = i < sets;
         int *fds = own ? calloc(srv->n_listeners, sizeof(int)) : NULL;
@@ -461,14 +456,14 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
             continue;
         }
         unsigned wi = srv->accept_thread ? i - 1 : i;
-        r = worker_init(&srv->workers[wi], &srv->wcfg, wi, srv->conns, srv->max_fds, fds,
-                        own ? srv->n_listeners : 0);
+        r = worker_new(&srv->workers[wi], &srv->wcfg, wi, srv->conns, srv->peers, srv->max_fds, fds,
+                       own ? srv->n_listeners : 0, srv->http_workers[wi]);
         started = wi + 1;
-        srv->workers[wi].proto_state = srv->http_workers[wi];
-        srv->workers[wi].peers = srv->peers;
-        if (!r && srv->accept_thread &&
-            !(srv->workers[wi].ring = calloc(1, sizeof(struct fd_ring))))
-            r = -ENOMEM;
+        if (r) {
+            for (unsigned j = 0; fds && j < srv->n_listeners; j++)
+                close(fds[j]);
+            free(fds);
+        }
         if (r) {
             err_set(err, errlen, r, NULL, "worker %u: %s", wi, strerror(-r));
             goto out_workers;
@@ -529,8 +524,7 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
     r = control_start(srv, err, errlen);
     unsigned running = 0;
     for (; !r && running < n; running++)
-        if (pthread_create(&srv->workers[running].thread, NULL, worker_main,
-                           &srv->workers[running])) {
+        if (worker_start(srv->workers[running]) < 0) {
             r = err_set(err, errlen, -EAGAIN, NULL, "cannot start worker thread %u", running);
             break;
         }
@@ -551,7 +545,7 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
         srv->acceptor_ready = false;
     }
     for (unsigned i = 0; i < running; i++)
-        pthread_join(srv->workers[i].thread, NULL);
+        worker_join(srv->workers[i]);
     srv->running = 0;
     /* no reload from here on (one in progress ends first) */
     control_stop(srv);
@@ -566,8 +560,18 @@ out_workers:
     control_stop(srv);
     logs_stop(&srv->logs);
     for (unsigned i = 0; i < started; i++)
-        worker_destroy(&srv->workers[i]);
+        worker_free(srv->workers[i]);
 out_free:
+    /* the workers are gone, and the generation they read goes with them
+     * (the server's own routes stay: colibri_server_free() or a next run
+     * has them) */
+    if (srv->gen) {
+        if (srv->gen->owner != srv)
+            colibri_server_free(srv->gen->owner);
+        free(srv->gen->proxy_protocol);
+        free(srv->gen);
+        srv->gen = NULL;
+    }
     for (unsigned j = 0; srv->acceptor_fds && j < srv->n_listeners; j++)
         if (srv->acceptor_fds[j] >= 0)
             close(srv->acceptor_fds[j]);
@@ -607,5 +611,5 @@ void colibri_server_shutdown(struct colibri_server *srv)
         (void)r;
     }
     for (unsigned i = 0; i < srv->n_threads; i++)
-        worker_wake(&srv->workers[i]);
+        worker_wake(srv->workers[i]);
 }

@@ -15,6 +15,7 @@
 #include "colibri.h"
 #include "http/http.h"
 #include "http/vhost.h"
+#include "rt/accept.h"
 #include "rt/worker.h"
 #include "server/listen.h"
 #include "server/logs.h"
@@ -43,7 +44,7 @@ struct colibri_server {
     struct listener *listeners;
     unsigned n_listeners;
     unsigned n_threads;
-    struct worker *workers;
+    struct worker **workers;
     struct http_worker **http_workers; /* one per worker */
     struct conn *conns;
     uint32_t max_fds;

@@ -26,7 +26,9 @@ static struct {
     char why[160]; /* when n == 0: why there are none */
     unsigned n;    /* fds SD_FIRST_FD .. SD_FIRST_FD + n - 1 */
     char **names;  /* n names ("unknown" when LISTEN_FDNAMES is absent) */
-    bool *taken;
+    /* the config (a server) that took each, NULL: free; at a reload the
+     * new config takes them over from the running one */
+    const void **taken;
 } sd = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void read_env(void)
@@ -104,8 +106,8 @@ static int check_socket(int fd, const char *name, char *err, size_t errlen)
     return 0;
 }
 
-int sd_take_sockets(const char *name, int *fds, unsigned max, bool allow_taken, char *err,
-                    size_t errlen)
+int sd_take_sockets(const char *name, int *fds, unsigned max, const void *owner, bool allow_taken,
+                    char *err, size_t errlen)
 {
     pthread_mutex_lock(&sd.lock);
     if (!sd.read)
@@ -119,7 +121,8 @@ int sd_take_sockets(const char *name, int *fds, unsigned max, bool allow_taken, 
         if (name && strcmp(sd.names[i], name))
             continue;
         int fd = SD_FIRST_FD + (int)i;
-        if (sd.taken[i] && !allow_taken) {
+        /* twice in one config is an error at a reload too */
+        if (sd.taken[i] && (sd.taken[i] == owner || !allow_taken)) {
             r = err_set(err, errlen, -EEXIST, NULL,
                         "systemd socket fd %d ('%s') is taken by another listener already", fd,
                         sd.names[i]);
@@ -147,7 +150,7 @@ int sd_take_sockets(const char *name, int *fds, unsigned max, bool allow_taken, 
         goto out;
     }
     for (int i = 0; i < r; i++)
-        sd.taken[fds[i] - SD_FIRST_FD] = true;
+        sd.taken[fds[i] - SD_FIRST_FD] = owner;
 out:
     pthread_mutex_unlock(&sd.lock);
     return r;
@@ -157,7 +160,7 @@ void sd_release_socket(int fd)
 {
     pthread_mutex_lock(&sd.lock);
     if (fd >= SD_FIRST_FD && (unsigned)(fd - SD_FIRST_FD) < sd.n)
-        sd.taken[fd - SD_FIRST_FD] = false;
+        sd.taken[fd - SD_FIRST_FD] = NULL;
     pthread_mutex_unlock(&sd.lock);
 }
 

@@ -22,10 +22,12 @@
  * a socket another listener took already. The fds stay open for the life
  * of the process; the caller must not close them (sd_release gives one
  * back). */
-/* allow_taken (a reload, whose config may name the sockets the running
- * one took): taken sockets are no error. */
-int sd_take_sockets(const char *name, int *fds, unsigned max, bool allow_taken, char *err,
-                    size_t errlen);
+/* owner is the config taking them (its server): a socket it took already
+ * is an error. allow_taken (a reload, whose config may name the sockets
+ * the running one took): sockets another owner took are no error, and
+ * pass to owner. */
+int sd_take_sockets(const char *name, int *fds, unsigned max, const void *owner, bool allow_taken,
+                    char *err, size_t errlen);
 /* Forgets that fd was taken (a listener that goes away). */
 void sd_release_socket(int fd);
 

@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "base/strbuf.h"
-#include "rt/coro.h"
+#include "base/coro.h"
 #include "tpl/calls.h"
 #include "tpl/format.h"
 #include "tpl/lookup.h"

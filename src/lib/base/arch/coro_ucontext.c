@@ -3,7 +3,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "rt/arch/coro_arch.h"
+#include "base/arch/coro_arch.h"
 
 /* makecontext() passes int arguments only: split the pointers in halves. */
 static void trampoline(unsigned fn_hi, unsigned fn_lo, unsigned arg_hi, unsigned arg_lo)

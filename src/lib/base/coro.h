@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "rt/arch/coro_arch.h"
+#include "base/arch/coro_arch.h"
 
 struct coro;
 typedef void (*coro_fn)(struct coro *coro, void *arg);

@@ -2,7 +2,7 @@
  * the first coro_arch_swap() to it "returns" into coro_arch_trampoline. */
 #include <stdint.h>
 
-#include "rt/arch/coro_arch.h"
+#include "base/arch/coro_arch.h"
 
 void coro_arch_trampoline(void);
 

@@ -1,4 +1,4 @@
-#include "rt/coro.h"
+#include "base/coro.h"
 
 #include <errno.h>
 #include <stdlib.h>
