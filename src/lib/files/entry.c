@@ -29,9 +29,9 @@
 #include "http/uri.h"
 
 /* Takes data (freed on failure). */
-static struct blob *blob_wrap(struct files *f, void *data, size_t len)
+static struct files_blob *blob_wrap(struct files *f, void *data, size_t len)
 {
-    struct blob *b = malloc(sizeof(*b));
+    struct files_blob *b = malloc(sizeof(*b));
     if (!b) {
         free(data);
         return NULL;
@@ -50,14 +50,14 @@ static bool mem_room(struct files *f, size_t n)
     return atomic_load_explicit(&f->mem_used, memory_order_relaxed) + n <= f->mem_max;
 }
 
-static struct blob *blob_ref(struct blob *b)
+static struct files_blob *blob_ref(struct files_blob *b)
 {
     if (b)
         atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
     return b;
 }
 
-static void blob_put(struct blob *b)
+static void blob_put(struct files_blob *b)
 {
     if (b && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1) {
         atomic_fetch_sub_explicit(b->used, b->len, memory_order_relaxed);
@@ -66,16 +66,16 @@ static void blob_put(struct blob *b)
     }
 }
 
-static struct ident ident_of(const struct stat *st)
+static struct files_ident ident_of(const struct stat *st)
 {
-    return (struct ident){.dev = st->st_dev,
-                          .ino = st->st_ino,
-                          .size = st->st_size,
-                          .mtim = st->st_mtim,
-                          .ctim = st->st_ctim};
+    return (struct files_ident){.dev = st->st_dev,
+                                .ino = st->st_ino,
+                                .size = st->st_size,
+                                .mtim = st->st_mtim,
+                                .ctim = st->st_ctim};
 }
 
-static bool ident_eq(const struct ident *a, const struct ident *b)
+static bool ident_eq(const struct files_ident *a, const struct files_ident *b)
 {
     return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
            a->mtim.tv_sec == b->mtim.tv_sec && a->mtim.tv_nsec == b->mtim.tv_nsec &&
@@ -148,7 +148,7 @@ static size_t hex(char *out, uint64_t v)
 /* "<mtime ns>-<size>" in hex, quoted, plus the coding's suffix and, for a
  * sibling, its own stamp: a sibling changed alone is a new representation.
  * At most 1 + 16 + 1 + 16 + 3 + 16 + 1 bytes: ETAG_MAX. */
-static void make_etag(struct variant *v, const struct ident *id, enum http_coding c,
+static void make_etag(struct files_variant *v, const struct files_ident *id, enum http_coding c,
                       uint64_t content_hash)
 {
     char *p = v->etag;
@@ -204,7 +204,7 @@ static int build_headers(struct fentry *e)
     http_date_format(e->mtime, lm);
     bool vary = (e->avail & ~1u) != 0;
     for (int c = 0; c < HTTP_CODING_COUNT; c++) {
-        struct variant *v = &e->v[c];
+        struct files_variant *v = &e->v[c];
         if (!(e->avail & (1u << c)))
             continue;
         v->hdr_off = sb.len;
@@ -234,7 +234,7 @@ static int build_headers(struct fentry *e)
 }
 
 /* Reads the whole of a small file (at most max bytes; more: -EFBIG). */
-static int read_all(struct files *f, int fd, size_t expect, size_t max, struct blob **out)
+static int read_all(struct files *f, int fd, size_t expect, size_t max, struct files_blob **out)
 {
     size_t cap = MIN(expect, max) + 1, len = 0;
     char *buf = malloc(cap);
@@ -289,7 +289,7 @@ static int open_sibling(struct files *f, const char *key, size_t len, const char
     return fd;
 }
 
-static bool not_older(const struct stat *sib, const struct ident *orig)
+static bool not_older(const struct stat *sib, const struct files_ident *orig)
 {
     return sib->st_mtim.tv_sec > orig->mtim.tv_sec ||
            (sib->st_mtim.tv_sec == orig->mtim.tv_sec && sib->st_mtim.tv_nsec >= orig->mtim.tv_nsec);
@@ -300,14 +300,14 @@ static void small_variants(struct fentry *e, const char *key, size_t len,
                            const struct fentry *stale)
 {
     struct files *f = e->f;
-    struct blob *orig = e->v[HTTP_CODING_IDENTITY].body;
+    struct files_blob *orig = e->v[HTTP_CODING_IDENTITY].body;
     bool same = stale && stale->kind == FE_FILE && !stale->large && !e->listing &&
                 ident_eq(&stale->id, &e->id);
     bool incompressible = false;
 
     for (size_t i = 0; i < N_ELEMENTS(compress_order); i++) {
         enum http_coding c = compress_order[i];
-        struct variant *v = &e->v[c];
+        struct files_variant *v = &e->v[c];
         size_t extra = extra_header_bytes(c);
         if (!(f->codings & (1u << c)) || orig->len <= extra)
             continue;
@@ -317,8 +317,8 @@ static void small_variants(struct fentry *e, const char *key, size_t len,
             struct stat st;
             int fd = open_sibling(f, key, len, files_sibling_ext[c], &st);
             if (fd >= 0) {
-                struct ident sid = ident_of(&st);
-                const struct variant *old = same ? &stale->v[c] : NULL;
+                struct files_ident sid = ident_of(&st);
+                const struct files_variant *old = same ? &stale->v[c] : NULL;
                 if (old && old->from_sibling && old->body && ident_eq(&old->sibling, &sid)) {
                     v->body = blob_ref(old->body);
                 } else if (not_older(&st, &e->id) && (size_t)st.st_size < limit) {
@@ -376,7 +376,7 @@ static void large_variants(struct fentry *e, const char *key, size_t len)
             close(fd);
             continue;
         }
-        struct variant *v = &e->v[c];
+        struct files_variant *v = &e->v[c];
         v->fd = fd;
         v->size = (uint64_t)st.st_size;
         v->from_sibling = true;
@@ -406,7 +406,7 @@ static struct fentry *file_entry(struct files *f, int fd, const struct stat *st,
     e->id = ident_of(st);
     e->mtime = st->st_mtim.tv_sec;
     set_ctype(e, name, name_len);
-    struct variant *id = &e->v[HTTP_CODING_IDENTITY];
+    struct files_variant *id = &e->v[HTTP_CODING_IDENTITY];
     e->avail = 1u << HTTP_CODING_IDENTITY;
 
     int r = -EFBIG;
@@ -516,7 +516,7 @@ static struct fentry *listing_entry(struct files *f, int fd, const char *key, si
     e->ctype = "text/html; charset=utf-8";
     e->mtime = time(NULL);
     e->avail = 1u << HTTP_CODING_IDENTITY;
-    struct variant *id = &e->v[HTTP_CODING_IDENTITY];
+    struct files_variant *id = &e->v[HTTP_CODING_IDENTITY];
     id->body = blob_wrap(f, data, hlen);
     if (!id->body) {
         entry_free(e);

@@ -76,7 +76,7 @@ struct files {
 };
 
 /* Bytes shared by the entries of one version of a file. */
-struct blob {
+struct files_blob {
     _Atomic uint32_t refs;
     size_t len;
     char *data;           /* malloc'ed */
@@ -84,7 +84,7 @@ struct blob {
 };
 
 /* What tells one version of a file from another. */
-struct ident {
+struct files_ident {
     dev_t dev;
     ino_t ino;
     off_t size;
@@ -98,12 +98,12 @@ enum fe_kind {
 
 static_assert(1 + 16 + 1 + 16 + 3 + 16 + 1 <= ETAG_MAX, "the longest ETag make_etag() writes");
 
-struct variant {
-    struct blob *body; /* in memory; NULL behind an fd */
-    int fd;            /* -1 when in memory */
+struct files_variant {
+    struct files_blob *body; /* in memory; NULL behind an fd */
+    int fd;                  /* -1 when in memory */
     uint64_t size;
     bool from_sibling; /* a precompressed file beside the original */
-    struct ident sibling;
+    struct files_ident sibling;
     size_t hdr_off, hdr_len; /* header lines in fentry->hdrs */
     char etag[ETAG_MAX];
     uint8_t etag_len;
@@ -117,10 +117,10 @@ struct fentry {
     bool listing;
     unsigned avail; /* bit per coding with a variant */
     int64_t mtime;  /* seconds */
-    struct ident id;
+    struct files_ident id;
     const char *ctype; /* static, or ctype_buf */
     char *hdrs;
-    struct variant v[HTTP_CODING_COUNT];
+    struct files_variant v[HTTP_CODING_COUNT];
     char ctype_buf[128];
 };
 

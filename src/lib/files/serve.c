@@ -17,7 +17,7 @@
 #include "http/range.h"
 #include "http/request.h"
 #include "http/uri.h"
-#include "rt/worker.h"
+#include "rt/conn.h"
 
 static void release(void *p)
 {
@@ -73,8 +73,8 @@ static void add_expires(const struct files *f, struct colibri_response *resp)
     colibri_resp_header_lines(resp, line, sizeof(line));
 }
 
-static int multipart(struct colibri_response *resp, const struct fentry *e, const struct variant *v,
-                     const struct http_range *r, unsigned n)
+static int multipart(struct colibri_response *resp, const struct fentry *e,
+                     const struct files_variant *v, const struct http_range *r, unsigned n)
 {
     const struct files *f = e->f;
     struct strbuf body = {0};
@@ -121,7 +121,7 @@ out_free:
 }
 
 static int send_variant(struct colibri_response *resp, const struct fentry *e,
-                        const struct variant *v, int status, uint64_t off, uint64_t len)
+                        const struct files_variant *v, int status, uint64_t off, uint64_t len)
 {
     if (v->body)
         return colibri_resp_send_static(resp, status, e->ctype, v->body->data + off, len);
@@ -133,7 +133,7 @@ static int send_variant(struct colibri_response *resp, const struct fentry *e,
  * head now, while the entry is held. Inline: files_serve() answers most
  * requests with it. */
 static inline __attribute__((always_inline)) int
-send_whole(struct colibri_response *resp, const struct fentry *e, const struct variant *v)
+send_whole(struct colibri_response *resp, const struct fentry *e, const struct files_variant *v)
 {
     resp->lines = (struct view){.p = e->hdrs + v->hdr_off, .len = v->hdr_len};
     add_expires(e->f, resp);
@@ -178,7 +178,7 @@ static int serve_file(struct colibri_request *req, struct colibri_response *resp
             }
         }
     }
-    const struct variant *v = &e->v[coding];
+    const struct files_variant *v = &e->v[coding];
 
     /* a listing has no modification time a client could have seen */
     int64_t mtime = e->listing ? -1 : e->mtime;
