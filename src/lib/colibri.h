@@ -277,7 +277,9 @@ bool colibri_req_has_body(const struct colibri_request *req);
 /* The raw header block, for debugging handlers like echo. */
 struct colibri_str colibri_req_headers_raw(const struct colibri_request *req);
 int colibri_req_http_minor(const struct colibri_request *req);
-/* "127.0.0.1" or "::1" into buf; 0 or -errno. */
+/* "127.0.0.1" or "::1" into buf (the address accept() gave, or the one a
+ * PROXY header named); 0, -ENOSPC when buf is too small, -ENOTCONN when
+ * unknown. */
 int colibri_req_remote_addr(const struct colibri_request *req, char *buf, size_t len);
 
 /* Conditional requests (RFC 9110 §13.2.2) against the validators of what

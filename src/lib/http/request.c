@@ -7,7 +7,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "rt/worker.h"
+#include "rt/conn.h"
 
 /* --- paths ------------------------------------------------------------------ */
 
@@ -310,21 +310,12 @@ int colibri_req_body(struct colibri_request *req, struct colibri_str *body)
 
 int colibri_req_remote_addr(const struct colibri_request *req, char *buf, size_t len)
 {
-    /* as accept() gave it, or as a PROXY header named it */
+    /* as the runtime recorded it at accept(), or as a PROXY header named
+     * it; unknown (no table of peers, or not an IP peer) is -ENOTCONN */
     const struct conn_peer *peer = conn_peer_of(req->ctx);
-    if (peer->family == AF_INET || peer->family == AF_INET6) {
-        if (!inet_ntop(peer->family, peer->addr, buf, (socklen_t)len))
-            return -errno;
-        return 0;
-    }
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    if (getpeername(req->ctx->fd, (struct sockaddr *)&ss, &sl) < 0)
-        return -errno;
-    const void *a = ss.ss_family == AF_INET6
-                        ? (const void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
-                        : (const void *)&((struct sockaddr_in *)&ss)->sin_addr;
-    if (!inet_ntop(ss.ss_family, a, buf, (socklen_t)len))
+    if (peer->family != AF_INET && peer->family != AF_INET6)
+        return -ENOTCONN;
+    if (!inet_ntop(peer->family, peer->addr, buf, (socklen_t)len))
         return -errno;
     return 0;
 }
