@@ -17,7 +17,7 @@ LDCONFIG   ?= $(firstword $(wildcard /sbin/ldconfig /usr/sbin/ldconfig) ldconfig
 # samples/NAME/, each run with `make run-NAME`
 SAMPLES     = $(notdir $(patsubst %/CMakeLists.txt,%,$(wildcard samples/*/CMakeLists.txt)))
 
-.PHONY: all build asan run test unit blackbox spec format format-check bench fuzz coro-variants \
+.PHONY: all build asan run test layers unit blackbox spec format format-check bench fuzz coro-variants \
         deps test-deps clean install uninstall check-faults check-thread check-memcheck soak
 
 all: build
@@ -122,7 +122,14 @@ coro-variants:
 	@scripts/deps.sh cross
 	scripts/coro-variants.sh
 
-test: test-deps unit blackbox check-thread coro-variants format-check
+test: test-deps layers unit blackbox check-thread coro-variants format-check
+
+# The layer check: every #include points down, as ARCHITECTURE.md's table
+# says (scripts/layers.py), and the check itself fails on a wrong include
+# (tests/scripts).
+layers: test-deps
+	python3 scripts/layers.py
+	$(VENV)/bin/pytest -q tests/scripts
 
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 format:
@@ -170,7 +177,7 @@ check-thread: test-deps $(TSAN_BUILD)/build.ninja
 # valgrind memcheck: the black-box suite with every make_server() server run
 # under valgrind (tests/http/conftest.py: COLIBRI_WRAPPER). A build of its own
 # (-O2 -g) made once valgrind.h is installed, so coroutine stacks are
-# registered (rt/coro.c). Any error, or a definite/indirect leak, makes
+# registered (base/coro.c). Any error, or a definite/indirect leak, makes
 # valgrind exit 99 and the test fail.
 MEMCHECK_WRAPPER = valgrind --tool=memcheck --error-exitcode=99 --leak-check=full \
     --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect \
