@@ -213,9 +213,6 @@ static enum conn_verdict run(struct conn_ctx *ctx)
     struct http_conn *hc = conn_state(ctx);
     struct http_worker *hw = conn_worker_state(ctx);
     hc->closing = hc->lingering = hc->mid_request = hc->after_proxy_hdr = false;
-    /* the table exists only when some listener wants PROXY headers */
-    if (unlikely(hw->cfg->proxy_protocol != NULL) && !http_proxy_step(ctx))
-        return CONN_CLOSE; /* not a word to whoever it is */
 
     for (;;) {
         struct http_head head;
@@ -260,13 +257,7 @@ static void on_timeout(struct conn_ctx *ctx)
     memcpy(buf + n, tail, sizeof(tail) - 1);
     n += sizeof(tail) - 1;
     /* best effort, without waiting: the connection closes after it */
-    for (size_t off = 0; off < n;) {
-        ssize_t sent = send(ctx->fd, buf + off, n - off, MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (sent > 0)
-            off += (size_t)sent;
-        else if (sent == 0 || errno != EINTR)
-            break;
-    }
+    conn_try_write(ctx, buf, n);
 }
 
 /* The client hung up while the handler waited (conn_close() then unwinds
@@ -319,9 +310,30 @@ static void tick(void *worker_state)
     http_access_log_flush(worker_state);
 }
 
+/* The stack under HTTP, per listener: a PROXY header first where the
+ * listener wants one (http_proxy_step), then TLS where it speaks it. */
+static bool preamble(struct conn_ctx *ctx)
+{
+    const struct http_worker *hw = conn_worker_state(ctx);
+    /* the table exists only when some listener wants PROXY headers */
+    if (unlikely(hw->cfg->proxy_protocol != NULL))
+        return http_proxy_step(ctx); /* false: not a word to whoever it is */
+    return true;
+}
+
+static struct tls_server *tls_for(const struct conn_ctx *ctx)
+{
+    const struct http_worker *hw = conn_worker_state(ctx);
+    const struct http_config *cfg = hw->cfg;
+    unsigned i = conn_listener(ctx);
+    return cfg->tls_on && i < cfg->n_proxy_protocol && cfg->tls_on[i] ? cfg->tls : NULL;
+}
+
 const struct conn_proto http_proto = {
     .state_size = sizeof(struct http_conn),
     .run = run,
+    .preamble = preamble,
+    .tls_for = tls_for,
     .on_timeout = on_timeout,
     .between_requests = between_requests,
     .abandon = abandon,

@@ -48,6 +48,13 @@ struct http_config {
      * begin with a PROXY header (http/proxy.h). NULL: none do. */
     const bool *proxy_protocol;
     unsigned n_proxy_protocol;
+    /* The TLS server of this generation (rt/tls.h), and by listener index
+     * (n_proxy_protocol of them) whether a listener speaks TLS; NULL: no
+     * listener does. redirect_https: by listener index, the port a plain
+     * listener sends every request to over HTTPS (308), 0: none. */
+    struct tls_server *tls;
+    const bool *tls_on;
+    const uint16_t *redirect_https;
     int access_log_fd; /* O_APPEND, or -1: no access log */
 };
 

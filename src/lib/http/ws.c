@@ -37,7 +37,7 @@ struct colibri_ws {
     struct colibri_request *req;
     struct conn_ctx *ctx;
     size_t max_message;
-    int wait_fd; /* a dup() of the socket, for conn_wait_fd() */
+    int wait_fd; /* CONN_FD_SELF: the connection's socket, for conn_wait_fd() */
     struct ws_rx rx;
     struct ws_utf8 utf8;
     struct strbuf msg;    /* the message being read */
@@ -150,11 +150,8 @@ int colibri_ws_upgrade(struct colibri_request *req, struct colibri_response *res
     ws->req = req;
     ws->ctx = req->ctx;
     ws->max_message = opt && opt->max_message ? opt->max_message : MAX_MESSAGE_DEFAULT;
-    ws->wait_fd = fcntl(req->ctx->fd, F_DUPFD_CLOEXEC, 0);
-    if (ws->wait_fd < 0) {
-        ws_free(ws);
-        return 500;
-    }
+    /* the connection's own socket, through its transport (rt/wait.c) */
+    ws->wait_fd = CONN_FD_SELF;
     if (colibri_defer(req, ws_free, ws) < 0)
         return 500; /* it ran already */
     /* permessage-deflate, when asked for and offered acceptably */

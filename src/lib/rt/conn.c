@@ -10,8 +10,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "rt/sys.h"
 #include "rt/internal.h"
+#include "rt/sys.h"
+#include "rt/tls.h"
 
 /* At most this much of an unread request is drained before closing. */
 #define LINGER_MAX (256 * 1024)
@@ -37,12 +38,18 @@ static void wait_for(struct conn_ctx *ctx, int what)
     ctx->waiting = 0;
 }
 
-/* After a failed call: wait for readiness on EAGAIN, retry at once on EINTR,
+void conn_wait_io(struct conn_ctx *ctx, int what)
+{
+    wait_for(ctx, what);
+}
+
+/* After a failed call: wait for readiness on EAGAIN (in the direction the
+ * transport needs: TLS may have to read to write), retry at once on EINTR,
  * give up on the connection for anything else. */
 static void retry_or_abort(struct conn_ctx *ctx, int wait)
 {
     if (errno == EAGAIN)
-        wait_for(ctx, wait);
+        wait_for(ctx, ctx->tls ? ctx->tls_want : wait);
     else if (errno != EINTR)
         coro_abort(ctx->coro);
 }
@@ -60,16 +67,23 @@ ssize_t conn_read(struct conn_ctx *ctx, bool may_idle)
 {
     for (;;) {
         size_t space = ctx->in_cap - ctx->in_len;
-        ssize_t n = sys_read(ctx->fd, ctx->in + ctx->in_len, space);
+        ssize_t n = likely(!ctx->tls) ? sys_read(ctx->fd, ctx->in + ctx->in_len, space)
+                                      : tls_read(ctx, ctx->in + ctx->in_len, space);
         if (n > 0) {
             ctx->in_len += (size_t)n;
-            ctx->last_read_full = (size_t)n == space;
+            /* TLS hands over a record at a time: more may wait in the
+             * socket, which gives no second edge, until a read says EAGAIN */
+            ctx->last_read_full = (size_t)n == space || ctx->tls;
             return n;
         }
         if (n == 0)
             return 0;
         if (errno == EAGAIN) {
             ctx->last_read_full = false;
+            if (unlikely(ctx->tls && ctx->tls_want == CONN_WAIT_WRITE)) {
+                wait_for(ctx, CONN_WAIT_WRITE);
+                continue;
+            }
             if (may_idle)
                 return -EAGAIN;
             flush_and_wait_readable(ctx);
@@ -122,7 +136,8 @@ static int iov_skip(struct iovec **iovp, int iovcnt, size_t n)
 void conn_writev(struct conn_ctx *ctx, struct iovec *iov, int iovcnt)
 {
     while (iovcnt > 0) {
-        ssize_t n = sys_writev(ctx->fd, iov, iovcnt);
+        ssize_t n =
+            likely(!ctx->tls) ? sys_writev(ctx->fd, iov, iovcnt) : tls_writev(ctx, iov, iovcnt);
         if (n < 0)
             retry_or_abort(ctx, CONN_WAIT_WRITE);
         else
@@ -147,6 +162,10 @@ void conn_write(struct conn_ctx *ctx, const void *p, size_t len)
 
 void conn_write_more(struct conn_ctx *ctx, const void *p, size_t len)
 {
+    if (ctx->tls) { /* records, not segments: nothing to hold back */
+        conn_write(ctx, p, len);
+        return;
+    }
     const char *c = p;
     while (len > 0) {
         ssize_t n = sys_send_more(ctx->fd, c, len);
@@ -169,6 +188,10 @@ void conn_flush_out(struct conn_ctx *ctx)
 
 void conn_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len)
 {
+    if (ctx->tls) {
+        tls_sendfile(ctx, file_fd, offset, len);
+        return;
+    }
     while (len > 0) {
         ssize_t n = sendfile(ctx->fd, file_fd, &offset, len);
         if (n < 0) {
@@ -187,6 +210,8 @@ void conn_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len)
 static void linger(struct conn_ctx *ctx)
 {
     size_t drained = 0;
+    if (ctx->tls)
+        tls_close_notify(ctx);
     shutdown(ctx->fd, SHUT_WR);
     while (drained < LINGER_MAX) {
         ctx->in_pos = ctx->in_len = 0;
@@ -216,10 +241,42 @@ static __attribute__((noinline)) void after_run(struct conn_ctx *ctx, enum conn_
         linger(ctx);
 }
 
+void conn_try_write(struct conn_ctx *ctx, const void *p, size_t len)
+{
+    if (ctx->tls) {
+        tls_try_write(ctx, p, len);
+        return;
+    }
+    for (size_t off = 0; off < len;) {
+        ssize_t sent = send(ctx->fd, (const char *)p + off, len - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (sent > 0)
+            off += (size_t)sent;
+        else if (sent == 0 || errno != EINTR)
+            break;
+    }
+}
+
+/* A connection's first run: the stack under the protocol (rt/conn.h,
+ * preamble and tls_for), then the protocol. False: close. */
+static __attribute__((noinline)) bool start_stack(struct conn_ctx *ctx)
+{
+    const struct conn_proto *proto = ctx->worker->cfg->proto;
+    if (proto->preamble && !proto->preamble(ctx))
+        return false;
+    struct tls_server *ts = proto->tls_for ? proto->tls_for(ctx) : NULL;
+    return !ts || tls_accept(ctx, ts) == 0;
+}
+
 void conn_coro_main(struct coro *coro, void *arg)
 {
     struct conn_ctx *ctx = arg;
     (void)coro;
+    if (unlikely(ctx->fresh &&
+                 (ctx->worker->cfg->proto->preamble || ctx->worker->cfg->proto->tls_for)) &&
+        !start_stack(ctx)) {
+        ctx->verdict = CONN_CLOSE;
+        return;
+    }
     enum conn_verdict v = ctx->worker->cfg->proto->run(ctx);
     if (v != CONN_KEEP || ctx->out.len)
         after_run(ctx, v);

@@ -35,6 +35,7 @@
 #include "rt/timer.h"
 
 struct worker;
+struct tls_server;
 
 enum conn_flags {
     CONN_OPEN = 1u << 0,
@@ -49,7 +50,9 @@ struct conn {
     uint32_t deadline;    /* worker clock, seconds */
     uint16_t flags;
     uint16_t listener; /* the index of the listening socket it came from */
-    uint8_t pad[8];    /* to half a cache line: see the assertion */
+    /* the connection's TLS state (rt/tls.c), NULL for a plain socket: it
+     * lives as long as the connection, also while idle without a context */
+    void *tls;
 };
 /* With accept = thread, the acceptor deals neighbouring fds in pairs, so a
  * pair of entries filling one cache line is written by one thread. With a
@@ -94,6 +97,14 @@ struct conn_proto {
      * release or shrink what the state holds. Optional. */
     void (*recycle)(struct conn_ctx *ctx);
     void (*destroy)(struct conn_ctx *ctx);
+    /* The stack under the protocol, for a connection's first run, before
+     * run(): preamble() reads what comes before the transport starts (a
+     * PROXY header: plain bytes into ctx->in, whatever follows it left
+     * there for the transport) and returns false to close; tls_for()
+     * names the TLS server (rt/tls.h) the connection's listener speaks,
+     * NULL for plain. Both optional. */
+    bool (*preamble)(struct conn_ctx *ctx);
+    struct tls_server *(*tls_for)(const struct conn_ctx *ctx);
     /* Work the protocol put off (buffered log lines): called on the worker
      * thread at its first wake-up in a later second after the protocol asked
      * with conn_want_tick(); an idle worker wakes for it. Optional. */
@@ -126,6 +137,10 @@ struct conn_ctx {
      * (nothing was read from it before); the listener that accepted it is
      * conn_listener() */
     bool fresh;
+    uint8_t tls_want; /* after a TLS call's EAGAIN: CONN_WAIT_READ or _WRITE */
+    /* the transport: conns[fd].tls while the connection has a context
+     * (NULL: plain, the I/O wrappers' inline path) */
+    void *tls;
     char *in; /* request bytes: [in_pos, in_len) not consumed yet */
     size_t in_pos, in_len, in_cap;
     struct strbuf out; /* response bytes not written yet (pipelining) */
@@ -204,6 +219,10 @@ void conn_writev_rest(struct conn_ctx *ctx, struct iovec *iov, int iovcnt, ssize
 static inline void conn_writev_all(struct conn_ctx *ctx, struct iovec *iov, int iovcnt,
                                    size_t total)
 {
+    if (__builtin_expect(ctx->tls != NULL, 0)) {
+        conn_writev(ctx, iov, iovcnt);
+        return;
+    }
     ssize_t n = sys_writev(ctx->fd, iov, iovcnt);
     if (__builtin_expect((size_t)n != total, 0))
         conn_writev_rest(ctx, iov, iovcnt, n);
@@ -221,6 +240,15 @@ static inline void conn_flush_with(struct conn_ctx *ctx, const void *p, size_t l
 }
 /* sendfile() of len bytes from offset; the header must have gone first. */
 void conn_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len);
+/* Best effort, without waiting (last words before a close, such as a
+ * 408): what of p the socket takes now. */
+void conn_try_write(struct conn_ctx *ctx, const void *p, size_t len);
+/* Whether the connection is secure (TLS), and what it negotiated: the
+ * protocol version ("TLSv1.3"), the server name the client asked for
+ * (NULL: none) and the ALPN protocol (NULL: none). NULL for plain ones. */
+bool conn_is_secure(const struct conn_ctx *ctx);
+const char *conn_tls_version(const struct conn_ctx *ctx);
+const char *conn_tls_server_name(const struct conn_ctx *ctx);
 /* Waiting without blocking: the coroutine is suspended, the worker goes on
  * with the other connections. While a connection waits this way it is in
  * no timeout queue (waiting is not stalling: the caller's own timeout
@@ -246,6 +274,10 @@ int conn_sleep(struct conn_ctx *ctx, unsigned ms);
  * happened), -ETIMEDOUT, -ECANCELED, or -errno when fd cannot be watched.
  * The fd is watched only during the call. */
 int conn_wait_fd(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms);
+/* conn_wait_fd()'s fd for the connection's own socket (READ only): the
+ * transport is asked first (decrypted bytes it holds end the wait at
+ * once), then the socket is watched through a dup() of it. */
+#define CONN_FD_SELF (-2)
 /* A result bit of conn_wait_fd()/conn_sleep(): conn_wake() ended the wait. */
 #define CONN_WOKEN 4
 /* On the worker's thread, outside every coroutine (in a command posted with

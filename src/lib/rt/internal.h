@@ -112,6 +112,10 @@ int accept_one(int lfd, int *spare, struct conn_peer *peers, uint32_t max_fds);
 #define EV_FOREIGN_FD(u)    ((int)((u) >> 40))
 #define EV_FOREIGN_OF(f, c) (EV_FOREIGN | (uint64_t)(f) << 40 | (uint32_t)(c))
 
+/* conn.c: suspends the coroutine until the socket is ready for what
+ * (CONN_WAIT_READ or CONN_WAIT_WRITE), under the request timeout. */
+void conn_wait_io(struct conn_ctx *ctx, int what);
+
 /* wait.c: ends a connection's conn_sleep()/conn_wait_fd() without resuming
  * it: the timer is disarmed, the foreign fd leaves epoll. */
 void wait_cleanup(struct worker *w, struct conn_ctx *ctx);

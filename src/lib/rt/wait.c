@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "rt/internal.h"
+#include "rt/tls.h"
 
 uint64_t worker_now_ms(void)
 {
@@ -90,7 +91,26 @@ int conn_wait_fd(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms)
     if (conn_stopping(ctx))
         return -ECANCELED;
     events &= CONN_WAIT_READ | CONN_WAIT_WRITE;
-    if (fd >= 0) {
+    if (fd == CONN_FD_SELF) {
+        /* the connection's own socket: what the transport holds already
+         * is there to read; otherwise a dup() of the socket (registered
+         * with epoll already) is watched */
+        if (events != CONN_WAIT_READ)
+            return -EINVAL;
+        if (tls_pending(ctx))
+            return CONN_WAIT_READ;
+        int d = fcntl(ctx->fd, F_DUPFD_CLOEXEC, 0);
+        if (d < 0)
+            return -errno;
+        int r = watch_one(ctx, d, events);
+        if (r < 0) {
+            close(d);
+            return r;
+        }
+        ctx->wait_fd = d;
+        ctx->wait_fd_dup = true;
+        fd = d;
+    } else if (fd >= 0) {
         if (!events)
             return -EINVAL;
         int r = watch(ctx, fd, events);

@@ -20,6 +20,7 @@
 #include "base/tsan.h"
 #include "rt/park.h"
 #include "rt/sys.h"
+#include "rt/tls.h"
 
 /* --- clocks --------------------------------------------------------------- */
 
@@ -159,6 +160,7 @@ static void ctx_put(struct worker *w, struct conn_ctx *ctx)
         return;
     }
     strbuf_shrink(&ctx->out, CONN_KEEP_BUF_MAX);
+    ctx->tls = NULL;
     if (w->cfg->proto->recycle)
         w->cfg->proto->recycle(ctx);
     ctx->fd = -1;
@@ -202,6 +204,10 @@ static void conn_close(struct worker *w, int fd)
         /* runs the defers of a coroutine that was suspended mid-request */
         coro_reset(ctx->coro, conn_coro_main, ctx);
         ctx_put(w, ctx);
+    }
+    if (unlikely(c->tls)) {
+        tls_free(c->tls);
+        c->tls = NULL;
     }
     c->flags = 0;
     void_later_events(w, fd);
@@ -329,6 +335,7 @@ static void conn_start(struct worker *w, int fd, bool fresh)
         return;
     }
     ctx->fd = fd;
+    ctx->tls = c->tls;
     ctx->in_pos = ctx->in_len = 0;
     ctx->last_read_full = true; /* nothing read yet: there may be bytes */
     ctx->new_deadline = false;

@@ -4,16 +4,19 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 #include <sys/socket.h>
 
 struct listener {
     struct sockaddr_storage addr; /* after the first open: the port really bound */
     socklen_t addr_len;
-    char name[80];       /* as written */
-    bool proxy_protocol; /* connections begin with a PROXY header */
-    bool inherited;      /* fd: a socket passed by systemd (not ours to close) */
-    bool retired;        /* removed by a reload: its index is not reused */
+    char name[80];           /* as written */
+    bool proxy_protocol;     /* connections begin with a PROXY header */
+    bool tls;                /* tls = true: connections speak TLS */
+    uint16_t redirect_https; /* redirect_to_https = PORT: every request gets a 308 */
+    bool inherited;          /* fd: a socket passed by systemd (not ours to close) */
+    bool retired;            /* removed by a reload: its index is not reused */
     int fd;
 };
 

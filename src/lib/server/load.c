@@ -1,6 +1,7 @@
 /* load.c - a config file into a server: settings, "module FILE" lines,
  * and sites, whose sections go to the module registered under their
  * keyword. This file knows no module by name. */
+#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <libgen.h>
@@ -10,8 +11,10 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/log.h"
 #include "config/config.h"
 #include "route/trie.h"
+#include "rt/tls.h"
 #include "server/server.h"
 #include "tpl/tpl.h"
 
@@ -101,12 +104,59 @@ static int load_listener(struct colibri_server *srv, struct config_node *n, char
     if (!n->is_section)
         return 0;
     struct config_node *o;
-    bool proxy = false;
+    bool proxy = false, tls = false;
+    long long port = 0;
     if ((o = config_take(n, "proxy_protocol")) && (r = config_bool(o, &proxy, err, errlen)))
         return r;
-    for (unsigned i = first; i < srv->n_listeners; i++)
+    if ((o = config_take(n, "tls")) && (r = config_bool(o, &tls, err, errlen)))
+        return r;
+    if (tls && !tls_available())
+        return config_error(o, err, errlen,
+                            "this build has no TLS (OpenSSL 3 was not found at build time)");
+    if (tls && !srv->tls_node)
+        srv->tls_node = o;
+    if ((o = config_take(n, "redirect_to_https"))) {
+        char *end;
+        port = strtoll(o->value, &end, 10);
+        if (!o->value[0] || *end || port < 1 || port > 65535)
+            return config_error(o, err, errlen, "expected a port number (1-65535)");
+        if (tls)
+            return config_error(o, err, errlen, "a TLS listener cannot redirect to HTTPS");
+    }
+    for (unsigned i = first; i < srv->n_listeners; i++) {
         srv->listeners[i].proxy_protocol = proxy;
+        srv->listeners[i].tls = tls;
+        srv->listeners[i].redirect_https = (uint16_t)port;
+    }
     /* anything else in the block: config_take_unused() names it */
+    return 0;
+}
+
+/* "tls_protocols = TLSv1.2 TLSv1.3": the versions allowed; the older ones
+ * are refused. */
+static int load_tls_protocols(struct colibri_server *srv, struct config_node *n, char *err,
+                              size_t errlen)
+{
+    unsigned mask = 0;
+    char buf[256];
+    snprintf(buf, sizeof(buf), "%s", n->value);
+    for (char *save, *w = strtok_r(buf, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
+        if (!strcmp(w, "TLSv1.2"))
+            mask |= TLS_PROTO_V12;
+        else if (!strcmp(w, "TLSv1.3"))
+            mask |= TLS_PROTO_V13;
+        else if (!strcmp(w, "TLSv1") || !strcmp(w, "TLSv1.1") || !strcmp(w, "SSLv3"))
+            return config_error(n, err, errlen,
+                                "%s is refused: it is no longer safe (use TLSv1.2 "
+                                "and TLSv1.3)",
+                                w);
+        else
+            return config_error(n, err, errlen, "unknown protocol '%s' (expected TLSv1.2, TLSv1.3)",
+                                w);
+    }
+    if (!mask)
+        return config_error(n, err, errlen, "expected TLSv1.2 and/or TLSv1.3");
+    srv->tls_protocols = mask;
     return 0;
 }
 
@@ -137,6 +187,71 @@ static int load_privs(struct colibri_server *srv, struct config_node *root, char
     return 0;
 }
 
+/* A path as written, or taken from the config file's folder when relative
+ * (as for "module"). */
+static int config_path_of(const struct config_node *n, char *path, size_t len)
+{
+    char dir[PATH_MAX];
+    if (n->value[0] == '/' || !n->file || !strchr(n->file, '/'))
+        return snprintf(path, len, "%s", n->value) >= (int)len ? -ENAMETOOLONG : 0;
+    snprintf(dir, sizeof(dir), "%s", n->file);
+    return snprintf(path, len, "%s/%s", dirname(dir), n->value) >= (int)len ? -ENAMETOOLONG : 0;
+}
+
+/* "tls_certificate = FILE" then "tls_key = FILE" in a site: a pair for
+ * that site's TLS context (several pairs: one per key type). The site's
+ * names are its section's value; the default site answers without SNI. */
+static int load_tls_pair(struct colibri_server *srv, struct config_node *site,
+                         struct config_node *n, char *err, size_t errlen)
+{
+    if (!strcmp(n->name, "tls_key"))
+        return config_error(n, err, errlen, "must follow a tls_certificate line");
+    struct config_node *k = n->next;
+    while (k && k->used && strcmp(k->name, "tls_key"))
+        k = k->next;
+    if (!k || strcmp(k->name, "tls_key") || k->used)
+        return config_error(n, err, errlen, "needs a tls_key line after it");
+    k->used = true;
+    if (!tls_available())
+        return config_error(n, err, errlen,
+                            "this build has no TLS (OpenSSL 3 was not found at build time)");
+    char cert[PATH_MAX], key[PATH_MAX], why[512];
+    if (config_path_of(n, cert, sizeof(cert)) || config_path_of(k, key, sizeof(key)))
+        return config_error(n, err, errlen, "path too long");
+    if (sandbox_allow(srv, cert, COLIBRI_PATH_READ, why, sizeof(why)))
+        return config_error(n, err, errlen, "%s", why);
+    if (sandbox_allow(srv, key, COLIBRI_PATH_READ, why, sizeof(why)))
+        return config_error(k, err, errlen, "%s", why);
+    if (!srv->tls &&
+        !(srv->tls = tls_server_new(srv->tls_protocols, srv->tls_ciphers, why, sizeof(why))))
+        return config_error(n, err, errlen, "%s", why);
+    if (srv->tls_site_of != site) {
+        /* the site's names, each a word of its section's value */
+        char names[1024];
+        const char *list[32];
+        unsigned count = 0;
+        snprintf(names, sizeof(names), "%s", site->value);
+        for (char *save, *w = strtok_r(names, " \t", &save); w && count < 32;
+             w = strtok_r(NULL, " \t", &save)) {
+            for (char *c = w; *c; c++)
+                *c = (char)tolower((unsigned char)*c);
+            list[count++] = w;
+        }
+        int r = tls_server_add_site(srv->tls, list, count, count == 0, why, sizeof(why));
+        if (r < 0)
+            return config_error(n, err, errlen, "%s", why);
+        srv->tls_site = r;
+        srv->tls_site_of = site;
+    }
+    bool expired;
+    if (tls_server_add_pair(srv->tls, srv->tls_site, cert, key, &expired, why, sizeof(why)))
+        return config_error(strstr(why, key) == why ? k : n, err, errlen, "%s", why);
+    if (expired)
+        log_msg(LOG_WARN, "%s:%d: tls_certificate: %s has expired (loaded all the same)", n->file,
+                n->line, cert);
+    return 0;
+}
+
 static void load_site_body(struct colibri_server *srv, struct config_node *site, struct errs *e)
 {
     struct config_node *n;
@@ -146,6 +261,8 @@ static void load_site_body(struct colibri_server *srv, struct config_node *site,
         int r;
         if (!strcmp(n->name, "handler")) {
             r = load_handler(srv, n, err, errlen);
+        } else if (!strcmp(n->name, "tls_certificate") || !strcmp(n->name, "tls_key")) {
+            r = load_tls_pair(srv, site, n, err, errlen);
         } else {
             const struct colibri_module *m = server_find_module(srv, n->name);
             if (!m)
@@ -364,9 +481,28 @@ static void load_settings(struct colibri_server *srv, struct config *cfg, struct
     }
     if ((r = logs_load(&srv->logs, root, err, errlen)))
         note(e, NULL, err);
+    if ((n = config_take(root, "tls_protocols")) && load_tls_protocols(srv, n, err, errlen))
+        note(e, n, err);
+    if ((n = config_take(root, "tls_ciphers"))) {
+        free(srv->tls_ciphers);
+        srv->tls_ciphers = strdup(n->value);
+        /* checked here, so the error names this line */
+        char why[512];
+        struct tls_server *probe =
+            tls_available() ? tls_server_new(srv->tls_protocols, n->value, why, sizeof(why)) : NULL;
+        if (tls_available() && !probe)
+            note(e, n, (config_error(n, err, errlen, "%s", why), err));
+        tls_server_free(probe);
+    }
     while ((n = config_take(root, "site")))
         if ((r = load_site(srv, n, e, err, errlen)))
             note(e, n, err);
+    if (srv->tls_node && !tls_server_ready(srv->tls))
+        note(e, srv->tls_node,
+             (config_error(srv->tls_node, err, errlen,
+                           "a TLS listener needs a certificate: tls_certificate and tls_key "
+                           "in a site"),
+              err));
     /* what nobody took, every key of it */
     while (config_take_unused(cfg, err, errlen))
         note(e, NULL, err);

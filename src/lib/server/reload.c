@@ -284,7 +284,7 @@ static int publish(struct colibri_server *srv, struct colibri_server *next, stru
     if (ls)
         srv->listeners = ls;
     struct server_gen *g = calloc(1, sizeof(*g));
-    bool *table = calloc(total + 1, sizeof(bool));
+    bool *table = calloc(1, server_listener_tables(total + 1));
     struct apply **ap = calloc(srv->n_threads, sizeof(*ap));
     bool ok = ls && g && table && ap && total <= UINT16_MAX;
     for (unsigned i = 0; ok && i < srv->n_threads; i++) {
@@ -312,6 +312,8 @@ static int publish(struct colibri_server *srv, struct colibri_server *next, stru
         char url[80];
         if (p->match[j] >= 0) {
             srv->listeners[p->match[j]].proxy_protocol = nl->proxy_protocol;
+            srv->listeners[p->match[j]].tls = nl->tls;
+            srv->listeners[p->match[j]].redirect_https = nl->redirect_https;
             continue;
         }
         srv->listeners[idx] = *nl;

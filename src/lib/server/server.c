@@ -21,6 +21,7 @@
 #include "route/trie.h"
 #include "server/builtin.h"
 #include "server/privs.h"
+#include "rt/tls.h"
 #include "server/systemd.h"
 #include "tpl/tpl.h"
 
@@ -102,6 +103,9 @@ void server_release_routes(struct colibri_server *srv)
     srv->n_vhosts = 0;
     tpl_free(srv->error_tpl);
     srv->error_tpl = NULL;
+    tls_server_free(srv->tls);
+    srv->tls = NULL;
+    srv->http.tls = NULL;
 }
 
 void colibri_server_free(struct colibri_server *srv)
@@ -122,6 +126,7 @@ void colibri_server_free(struct colibri_server *srv)
     free(srv->module_lib);
     release_listeners(srv);
     free(srv->config_path);
+    free(srv->tls_ciphers);
     free(srv->user_text);
     free(srv->chroot_text);
     free(srv->listen_shared);
@@ -348,14 +353,30 @@ static uint32_t raise_fd_limit(void)
     return (uint32_t)rl.rlim_cur;
 }
 
+size_t server_listener_tables(unsigned n)
+{
+    return ((2 * (size_t)n + 1) & ~(size_t)1) + (size_t)n * sizeof(uint16_t);
+}
+
 void server_finish_http(struct colibri_server *s, const struct colibri_server *srv, bool *proxy)
 {
-    bool any_proxy = false;
-    for (unsigned i = 0; i < srv->n_listeners; i++)
-        any_proxy |= proxy[i] = !srv->listeners[i].retired && srv->listeners[i].proxy_protocol;
+    unsigned n = srv->n_listeners;
+    bool any_proxy = false, any_tls = false, any_redirect = false;
+    bool *tls = proxy + n;
+    uint16_t *ports = (uint16_t *)(void *)((char *)proxy + ((2 * (size_t)n + 1) & ~(size_t)1));
+    for (unsigned i = 0; i < n; i++) {
+        const struct listener *l = &srv->listeners[i];
+        any_proxy |= proxy[i] = !l->retired && l->proxy_protocol;
+        any_tls |= tls[i] = !l->retired && l->tls;
+        ports[i] = l->retired ? 0 : l->redirect_https;
+        any_redirect |= ports[i] != 0;
+    }
     /* NULL: no listener wants PROXY headers, and run() need not ask */
     s->http.proxy_protocol = any_proxy ? proxy : NULL;
-    s->http.n_proxy_protocol = srv->n_listeners;
+    s->http.n_proxy_protocol = n;
+    s->http.tls = s->tls;
+    s->http.tls_on = any_tls && s->tls ? tls : NULL;
+    s->http.redirect_https = any_redirect ? ports : NULL;
     s->http.access_log_fd = srv->logs.access_fd;
     s->http.error_tpl = s->error_tpl;
     /* without named sites, everything goes to the default site (routes or
@@ -415,7 +436,7 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
     srv->wcfg.listen_shared = any_shared ? srv->listen_shared : NULL;
     /* the first generation: the server's own routes */
     srv->gen = calloc(1, sizeof(*srv->gen));
-    bool *proxy = calloc(srv->n_listeners, sizeof(bool));
+    bool *proxy = calloc(1, server_listener_tables(srv->n_listeners));
     if (!srv->gen || !proxy) {
         free(srv->gen);
         srv->gen = NULL;

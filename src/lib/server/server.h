@@ -33,9 +33,11 @@ struct tpl;
 struct server_gen {
     struct colibri_server *owner; /* holds the routes: the server itself, or a reload's */
     struct http_config *http;     /* &owner->http */
-    bool *proxy_protocol;         /* by listener index (stable across reloads); owned */
-    struct server_gen *prev;      /* the generation this one replaced */
-    atomic_uint left;             /* once retired: workers not done with it yet */
+    /* by listener index (stable across reloads), 3 tables in one
+     * allocation: proxy_protocol, tls, redirect ports (server_finish_http) */
+    bool *proxy_protocol;
+    struct server_gen *prev; /* the generation this one replaced */
+    atomic_uint left;        /* once retired: workers not done with it yet */
     struct server_gen *next_retired;
 };
 
@@ -82,6 +84,16 @@ struct colibri_server {
     struct acceptor acceptor;
     bool acceptor_ready; /* acceptor_init() was called */
     struct server_logs logs;
+    /* HTTPS: the versions and TLS 1.2 ciphers (NULL: the default), the
+     * certificates of the sites (built as their lines load; freed with
+     * the routes), the first "tls = true" line; while a site loads, its
+     * section and its index in tls */
+    unsigned tls_protocols;
+    char *tls_ciphers;
+    struct tls_server *tls;
+    struct config_node *tls_node;
+    struct config_node *tls_site_of;
+    int tls_site;
     struct conn_peer *peers; /* the peers' addresses, indexed by fd like conns */
     char *config_path;       /* the file colibri_server_load_config() read: what a reload reads */
     char *user_text, *chroot_text; /* "user" and "chroot" as written */
@@ -116,6 +128,8 @@ void server_release_routes(struct colibri_server *srv);
  * table: by listener index, whether connections begin with a PROXY
  * header. */
 void server_finish_http(struct colibri_server *s, const struct colibri_server *srv, bool *proxy);
+/* The size of that table for n listeners. */
+size_t server_listener_tables(unsigned n);
 
 /* control.c: the control thread (log reopening, reloads) */
 int control_start(struct colibri_server *srv, char *err, size_t errlen);
