@@ -281,6 +281,8 @@ int colibri_req_http_minor(const struct colibri_request *req);
  * PROXY header named); 0, -ENOSPC when buf is too small, -ENOTCONN when
  * unknown. */
 int colibri_req_remote_addr(const struct colibri_request *req, char *buf, size_t len);
+/* Whether the request came over TLS (an https listener). */
+bool colibri_req_is_secure(const struct colibri_request *req);
 
 /* Conditional requests (RFC 9110 §13.2.2) against the validators of what
  * the handler would send: etag a quoted entity-tag ("\"v1\"", or NULL),

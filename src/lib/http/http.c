@@ -7,6 +7,7 @@
 #include "http/http.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 #include "base/log.h"
@@ -32,6 +33,55 @@ static __attribute__((noinline)) const struct trie *named_site(const struct http
     return t ? t : cfg->routes;
 }
 
+/* SNI that named a site must name the Host's (RFC 9110 15.5.20: no
+ * request for another site over one site's certificate). */
+static bool sni_agrees(const struct conn_ctx *ctx, const struct http_config *cfg,
+                       const struct trie *routes)
+{
+    const char *sni = conn_tls_server_name(ctx);
+    if (!sni)
+        return true;
+    const struct trie *t =
+        http_vhost_find(cfg->vhosts, cfg->n_vhosts, (struct view){sni, strlen(sni)});
+    return !t || t == routes;
+}
+
+/* redirect_to_https: 308 to https://HOST[:PORT]/PATH?QUERY as requested
+ * (the target is sent as it came, already valid). */
+static int redirect_https(struct colibri_request *req, struct colibri_response *resp, unsigned port)
+{
+    const struct http_head *head = req->head;
+    struct view host = head->host;
+    /* the host without its port ("[v6]:p" keeps its brackets) */
+    for (size_t i = host.len; i-- > 0;) {
+        if (host.p[i] == ']')
+            break;
+        if (host.p[i] == ':') {
+            host.len = i;
+            break;
+        }
+    }
+    if (!host.len)
+        return 400;
+    char loc[2048];
+    char p[8] = "";
+    if (port != 443)
+        snprintf(p, sizeof(p), ":%u", port);
+    /* origin-form as sent; an absolute-form target keeps its path only */
+    struct view t = head->target;
+    if (!t.len || t.p[0] != '/') {
+        const char *slash = t.len > 8 ? memchr(t.p + 8, '/', t.len - 8) : NULL;
+        t = slash ? (struct view){slash, (size_t)(t.p + t.len - slash)} : (struct view){"/", 1};
+    }
+    int n =
+        snprintf(loc, sizeof(loc), "https://%.*s%s%.*s", (int)host.len, host.p, p, (int)t.len, t.p);
+    if (n < 0 || (size_t)n >= sizeof(loc))
+        return 414;
+    if (colibri_resp_header(resp, "Location", loc) < 0)
+        return 500;
+    return 308;
+}
+
 static int dispatch(struct colibri_request *req, struct colibri_response *resp)
 {
     const struct http_head *head = req->head;
@@ -46,12 +96,17 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
         hc->closing = true; /* a malformed request: never guess at the rest */
         return r;
     }
+    if (unlikely(req->cfg->redirect_https != NULL) &&
+        req->cfg->redirect_https[conn_listener(req->ctx)])
+        return redirect_https(req, resp, req->cfg->redirect_https[conn_listener(req->ctx)]);
     /* the site: while there is only the default site, no host is looked at */
     const struct trie *routes;
     if (likely(!req->cfg->n_vhosts))
         routes = req->cfg->routes;
     else if (!(routes = named_site(req->cfg, head->host)))
         return 421; /* no site of that name and no default site */
+    else if (unlikely(req->ctx->tls != NULL) && !sni_agrees(req->ctx, req->cfg, routes))
+        return 421; /* the certificate's site is not the Host's */
     const struct http_route *route = trie_lookup_segments(routes, req->path.p, req->path.len, NULL);
     if (!route)
         return 404;

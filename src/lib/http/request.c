@@ -308,6 +308,11 @@ int colibri_req_body(struct colibri_request *req, struct colibri_str *body)
     return 0;
 }
 
+bool colibri_req_is_secure(const struct colibri_request *req)
+{
+    return conn_is_secure(req->ctx);
+}
+
 int colibri_req_remote_addr(const struct colibri_request *req, char *buf, size_t len)
 {
     /* as the runtime recorded it at accept(), or as a PROXY header named

@@ -204,9 +204,13 @@ int tls_server_add_pair(struct tls_server *ts, int site, const char *cert, const
     if (SSL_CTX_use_certificate_chain_file(s->ctx, cert) != 1)
         return err_set(err, errlen, -EINVAL, NULL, "%s: not a PEM certificate chain: %s", cert,
                        ssl_why());
-    if (SSL_CTX_use_PrivateKey_file(s->ctx, key, SSL_FILETYPE_PEM) != 1)
-        return err_set(err, errlen, -EINVAL, NULL, "%s: not a PEM private key for %s: %s", key,
-                       cert, ssl_why());
+    if (SSL_CTX_use_PrivateKey_file(s->ctx, key, SSL_FILETYPE_PEM) != 1) {
+        const char *why = ssl_why();
+        if (strstr(why, "mismatch"))
+            return err_set(err, errlen, -EINVAL, NULL, "%s does not match the certificate %s", key,
+                           cert);
+        return err_set(err, errlen, -EINVAL, NULL, "%s: not a PEM private key: %s", key, why);
+    }
     if (SSL_CTX_check_private_key(s->ctx) != 1)
         return err_set(err, errlen, -EINVAL, NULL, "%s does not match the certificate %s", key,
                        cert);

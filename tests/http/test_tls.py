@@ -1,0 +1,237 @@
+"""HTTPS (issue 18): TLS listeners, certificates per site (SNI), ALPN,
+protocol versions, the 421 on an SNI/Host mismatch, redirect_to_https,
+colibri_req_is_secure() through the stack, and the config errors. Real
+clients: Python ssl, curl and openssl s_client; certificates made by
+openssl in tmp_path."""
+import shutil
+import socket
+import ssl
+import subprocess
+import time
+
+import pytest
+
+from conftest import colibri_bin, free_port
+
+pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
+
+
+def make_cert(d, name, cn, sans, kind="ec"):
+    key, cert = d / (name + ".key"), d / (name + ".pem")
+    algo = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"] if kind == "ec" else ["-newkey", "rsa:2048"]
+    subprocess.run(
+        ["openssl", "req", "-x509", *algo, "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "2", "-subj", "/CN=" + cn, "-addext", "subjectAltName=" + ",".join("DNS:" + s for s in sans)],
+        check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+@pytest.fixture
+def certs(tmp_path):
+    d = tmp_path
+    return {
+        "default": make_cert(d, "default", "default.test", ["default.test"]),
+        "default_rsa": make_cert(d, "default_rsa", "default.test", ["default.test"], "rsa"),
+        "example": make_cert(d, "example", "example.com", ["example.com"]),
+    }
+
+
+def tls_site(port, redirect_port=None):
+    text = "listener 127.0.0.1:%d {\n    tls = true\n}\n" % port
+    if redirect_port:
+        text += "listener 127.0.0.1:%d {\n    redirect_to_https = %d\n}\n" % (redirect_port, port)
+    # relative paths: taken from the config file's folder (tmp_path)
+    text += """site {
+    tls_certificate = default.pem
+    tls_key = default.key
+    tls_certificate = default_rsa.pem
+    tls_key = default_rsa.key
+    handler /hello hello_world
+    handler /echo echo
+}
+site example.com {
+    tls_certificate = example.pem
+    tls_key = example.key
+    handler /hello hello_world
+}
+"""
+    return text
+
+
+def client_ctx(**kw):
+    c = ssl.create_default_context()
+    c.check_hostname = False
+    c.verify_mode = ssl.CERT_NONE
+    for k, v in kw.items():
+        setattr(c, k, v)
+    return c
+
+
+def get(port, host_hdr, sni, path="/hello", ctx=None):
+    ctx = ctx or client_ctx()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        with ctx.wrap_socket(s, server_hostname=sni) as t:
+            info = (t.version(), t.selected_alpn_protocol())
+            t.sendall(b"GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (path.encode(), host_hdr.encode()))
+            data = b""
+            while True:
+                chunk = t.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            return info, data
+
+
+def peer_cn(port, sni):
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        with client_ctx().wrap_socket(s, server_hostname=sni) as t:
+            der = t.getpeercert(binary_form=True)
+    out = subprocess.run(["openssl", "x509", "-inform", "der", "-noout", "-subject"], input=der,
+                         capture_output=True, check=True, timeout=30).stdout.decode()
+    return out.strip()
+
+
+def test_https_answers_over_tls13_and_tls12_with_alpn(make_server, certs):
+    port = free_port()
+    make_server(site=tls_site(port))
+    ctx = client_ctx()
+    ctx.set_alpn_protocols(["h2", "http/1.1"])
+    t, data = get(port, "default.test", "default.test", ctx=ctx)
+    assert data.startswith(b"HTTP/1.1 200 ") and data.endswith(b"Hello, World!")
+    assert t == ("TLSv1.3", "http/1.1")
+    ctx12 = client_ctx(maximum_version=ssl.TLSVersion.TLSv1_2)
+    t, data = get(port, "default.test", "default.test", ctx=ctx12)
+    assert t[0] == "TLSv1.2" and data.startswith(b"HTTP/1.1 200 ")
+
+
+def test_keep_alive_and_pipelining_over_tls_with_curl(make_server, certs):
+    port = free_port()
+    make_server(site=tls_site(port))
+    url = "https://127.0.0.1:%d/hello" % port
+    r = subprocess.run(["curl", "-sk", "--http1.1", url, url, url], capture_output=True, timeout=30)
+    assert r.stdout == b"Hello, World!" * 3
+    # a body larger than a record, echoed
+    body = b"x" * 100000
+    r = subprocess.run(["curl", "-sk", "--data-binary", "@-", "https://127.0.0.1:%d/echo" % port],
+                       input=body, capture_output=True, timeout=30)
+    assert r.returncode == 0 and body in r.stdout
+
+
+def test_old_protocols_are_refused(make_server, certs):
+    port = free_port()
+    make_server(site=tls_site(port))
+    for flag in ("-tls1_1", "-tls1"):
+        # the client's own floor lowered, so the server is what refuses
+        r = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % port, flag,
+                            "-cipher", "DEFAULT@SECLEVEL=0"], input=b"", capture_output=True, timeout=30)
+        assert b"no peer certificate available" in r.stdout, flag
+        assert b"Cipher is (NONE)" in r.stdout or r.returncode != 0, flag
+    r = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % port, "-tls1_2"],
+                       input=b"", capture_output=True, timeout=30)
+    assert b"Protocol  : TLSv1.2" in r.stdout
+
+
+def test_sni_picks_the_site_certificate_and_the_default_answers_without(make_server, certs):
+    port = free_port()
+    make_server(site=tls_site(port))
+    assert "CN = example.com" in peer_cn(port, "example.com")
+    assert "CN = default.test" in peer_cn(port, None)
+    assert "CN = default.test" in peer_cn(port, "unknown.test")
+
+
+def test_two_certificate_types_on_one_site(make_server, certs):
+    port = free_port()
+    make_server(site=tls_site(port))
+    for sigalg, want in (("ECDSA+SHA256", b"id-ecPublicKey"), ("RSA-PSS+SHA256:RSA+SHA256", b"rsaEncryption")):
+        r = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % port, "-tls1_2",
+                            "-sigalgs", sigalg, "-showcerts"], input=b"", capture_output=True, timeout=30)
+        pem = r.stdout[r.stdout.index(b"-----BEGIN CERTIFICATE-----"):]
+        pem = pem[: pem.index(b"-----END CERTIFICATE-----") + 25]
+        text = subprocess.run(["openssl", "x509", "-noout", "-text"], input=pem, capture_output=True,
+                              timeout=30).stdout
+        assert want in text, sigalg
+
+
+def test_host_naming_another_site_than_sni_gets_421(make_server, certs):
+    port = free_port()
+    make_server(site=tls_site(port))
+    _, data = get(port, "default.test", "example.com")
+    assert data.startswith(b"HTTP/1.1 421 ")
+    _, data = get(port, "example.com", "example.com")
+    assert data.startswith(b"HTTP/1.1 200 ")
+
+
+def test_redirect_to_https(make_server, certs):
+    port, plain = free_port(), free_port()
+    s = make_server(site=tls_site(port, plain))
+    r = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code} %{redirect_url}",
+                        "http://127.0.0.1:%d/a/b?x=1&y=2" % plain, "-H", "Host: example.com:%d" % plain],
+                       capture_output=True, timeout=30)
+    assert r.stdout.decode() == "308 https://example.com:%d/a/b?x=1&y=2" % port
+    # the config's own plain listener is untouched
+    r = subprocess.run(["curl", "-s", s.url + "/hello"], capture_output=True, timeout=30)
+    assert r.stdout == b"Hello, World!"
+
+
+def test_plain_http_on_the_tls_port_is_closed_at_once(make_server, certs):
+    port = free_port()
+    make_server(site=tls_site(port))
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        t0 = time.monotonic()
+        try:
+            s.recv(4096)  # an alert or nothing, then the close
+        except ConnectionResetError:
+            pass
+        assert time.monotonic() - t0 < 5
+
+
+def test_half_a_handshake_is_closed_at_the_request_timeout(make_server, certs):
+    port = free_port()
+    s = make_server(site=tls_site(port), request_timeout="1s")
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+        c.sendall(b"\x16\x03\x01\x00\xc8\x01\x00\x00\xc4\x03\x03")  # a ClientHello's start
+        t0 = time.monotonic()
+        assert c.recv(4096) == b""
+        assert time.monotonic() - t0 < 4
+    # meanwhile and after, others are answered
+    _, data = get(port, "default.test", None)
+    assert data.startswith(b"HTTP/1.1 200 ")
+    assert s.proc.poll() is None
+
+
+def check_config(tmp_path, text):
+    conf = tmp_path / "bad.conf"
+    conf.write_text(text)
+    return subprocess.run([str(colibri_bin()), "--check-config", "-c", str(conf)], capture_output=True,
+                          timeout=30, cwd=str(tmp_path))
+
+
+@pytest.mark.parametrize("text,line,msg", [
+    ("listener 127.0.0.1:1 {\n tls = true\n}\nsite {\n handler / hello_world\n}\n", 2,
+     "tls: a TLS listener needs a certificate"),
+    ("tls_protocols = TLSv1.1 TLSv1.2\n", 1, "tls_protocols: TLSv1.1 is refused"),
+    ("tls_protocols = TLSv9\n", 1, "tls_protocols: unknown protocol 'TLSv9'"),
+    ("tls_ciphers = NOT-A-CIPHER\n", 1, "tls_ciphers: bad cipher list"),
+    ("site {\n tls_certificate = missing.pem\n tls_key = default.key\n}\n", 2,
+     "tls_certificate: %(dir)s/missing.pem: No such file or directory"),
+    ("site {\n tls_certificate = default.pem\n tls_key = example.key\n}\n", 3,
+     "tls_key: %(dir)s/example.key does not match the certificate"),
+    ("site {\n tls_certificate = default.pem\n}\n", 2, "tls_certificate: needs a tls_key line after it"),
+    ("site {\n tls_key = default.key\n}\n", 2, "tls_key: must follow a tls_certificate line"),
+    ("listener 127.0.0.1:1 {\n redirect_to_https = 0\n}\n", 2, "redirect_to_https: expected a port number"),
+])
+def test_config_errors(tmp_path, certs, text, line, msg):
+    r = check_config(tmp_path, text)
+    assert r.returncode != 0
+    err = r.stderr.decode()
+    assert ("bad.conf:%d: " % line) in err, err
+    assert (msg % {"dir": tmp_path}) in err, err
+
+
+def test_make_run_config_needs_no_certificate(tmp_path):
+    # the repository's colibri.conf serves plain HTTP with no TLS key
+    from conftest import REPO
+    r = subprocess.run([str(colibri_bin()), "--check-config", "-c", str(REPO / "colibri.conf")],
+                       capture_output=True, timeout=30, cwd=str(REPO))
+    assert r.returncode == 0, r.stderr
