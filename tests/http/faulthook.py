@@ -44,7 +44,8 @@ def server_env(env, base, name):
     if not LIB:
         return env
     env = dict(env)
-    env["LD_PRELOAD"] = LIB
+    # first, before any library the test preloads itself (libfaketime)
+    env["LD_PRELOAD"] = (LIB + " " + env.get("LD_PRELOAD", "")).strip()
     ctl = base / ("%s.faultctl" % name)
     ctl.write_bytes(b"1" + b"\0" * 63)
     env["FAULT_CTL"] = str(ctl)
