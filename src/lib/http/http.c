@@ -82,6 +82,27 @@ static int redirect_https(struct colibri_request *req, struct colibri_response *
     return 308;
 }
 
+/* The site's routes by the request's host, or a status: a redirect to
+ * HTTPS, 421 for a host no site has (and no default site), 421 for a
+ * host another site than SNI's has. */
+static __attribute__((noinline)) int
+site_of(struct colibri_request *req, struct colibri_response *resp, const struct trie **routes)
+{
+    const struct http_config *cfg = req->cfg;
+    unsigned port = cfg->redirect_https ? cfg->redirect_https[conn_listener(req->ctx)] : 0;
+    if (port)
+        return redirect_https(req, resp, port);
+    if (!cfg->n_vhosts) {
+        *routes = cfg->routes;
+        return 0;
+    }
+    if (!(*routes = named_site(cfg, req->head->host)))
+        return 421; /* no site of that name and no default site */
+    if (req->ctx->tls && !sni_agrees(req->ctx, cfg, *routes))
+        return 421; /* the certificate's site is not the Host's */
+    return 0;
+}
+
 static int dispatch(struct colibri_request *req, struct colibri_response *resp)
 {
     const struct http_head *head = req->head;
@@ -96,17 +117,13 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
         hc->closing = true; /* a malformed request: never guess at the rest */
         return r;
     }
-    if (unlikely(req->cfg->redirect_https != NULL) &&
-        req->cfg->redirect_https[conn_listener(req->ctx)])
-        return redirect_https(req, resp, req->cfg->redirect_https[conn_listener(req->ctx)]);
-    /* the site: while there is only the default site, no host is looked at */
+    /* the site: while there is only the default site (and no listener
+     * redirects), no host is looked at */
     const struct trie *routes;
-    if (likely(!req->cfg->n_vhosts))
+    if (likely(!req->cfg->site_by_host))
         routes = req->cfg->routes;
-    else if (!(routes = named_site(req->cfg, head->host)))
-        return 421; /* no site of that name and no default site */
-    else if (unlikely(req->ctx->tls != NULL) && !sni_agrees(req->ctx, req->cfg, routes))
-        return 421; /* the certificate's site is not the Host's */
+    else if ((r = site_of(req, resp, &routes)))
+        return r;
     const struct http_route *route = trie_lookup_segments(routes, req->path.p, req->path.len, NULL);
     if (!route)
         return 404;

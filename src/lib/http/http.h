@@ -36,6 +36,7 @@ struct http_config {
     const struct trie *routes;
     const struct http_vhost *vhosts; /* the named sites' names (http/vhost.h) */
     unsigned n_vhosts;               /* 0: every request goes to routes */
+    bool site_by_host;               /* n_vhosts or redirect_https: dispatch looks at the host */
     struct http_limits limits;
     size_t max_body;
     size_t multipart_memory_max; /* a multipart part above this goes to a temporary file */

@@ -63,27 +63,54 @@ static __attribute__((noinline)) void flush_and_wait_readable(struct conn_ctx *c
     wait_for(ctx, CONN_WAIT_READ);
 }
 
-ssize_t conn_read(struct conn_ctx *ctx, bool may_idle)
+/* conn_read() on a TLS connection. TLS hands over a record at a time:
+ * more may wait in the socket, which gives no second edge, until a read
+ * says EAGAIN, so every read that got bytes counts as a full one. A read
+ * may have to write first (a key update): it waits for that. */
+static __attribute__((noinline)) ssize_t read_tls(struct conn_ctx *ctx, bool may_idle)
 {
     for (;;) {
-        size_t space = ctx->in_cap - ctx->in_len;
-        ssize_t n = likely(!ctx->tls) ? sys_read(ctx->fd, ctx->in + ctx->in_len, space)
-                                      : tls_read(ctx, ctx->in + ctx->in_len, space);
+        ssize_t n = tls_read(ctx, ctx->in + ctx->in_len, ctx->in_cap - ctx->in_len);
         if (n > 0) {
             ctx->in_len += (size_t)n;
-            /* TLS hands over a record at a time: more may wait in the
-             * socket, which gives no second edge, until a read says EAGAIN */
-            ctx->last_read_full = (size_t)n == space || ctx->tls;
+            ctx->last_read_full = true;
             return n;
         }
         if (n == 0)
             return 0;
         if (errno == EAGAIN) {
             ctx->last_read_full = false;
-            if (unlikely(ctx->tls && ctx->tls_want == CONN_WAIT_WRITE)) {
+            if (ctx->tls_want == CONN_WAIT_WRITE) {
                 wait_for(ctx, CONN_WAIT_WRITE);
                 continue;
             }
+            if (may_idle)
+                return -EAGAIN;
+            flush_and_wait_readable(ctx);
+            continue;
+        }
+        if (errno == EINTR)
+            continue;
+        coro_abort(ctx->coro);
+    }
+}
+
+ssize_t conn_read(struct conn_ctx *ctx, bool may_idle)
+{
+    if (unlikely(ctx->tls != NULL))
+        return read_tls(ctx, may_idle);
+    for (;;) {
+        size_t space = ctx->in_cap - ctx->in_len;
+        ssize_t n = sys_read(ctx->fd, ctx->in + ctx->in_len, space);
+        if (n > 0) {
+            ctx->in_len += (size_t)n;
+            ctx->last_read_full = (size_t)n == space;
+            return n;
+        }
+        if (n == 0)
+            return 0;
+        if (errno == EAGAIN) {
+            ctx->last_read_full = false;
             if (may_idle)
                 return -EAGAIN;
             flush_and_wait_readable(ctx);

@@ -384,6 +384,7 @@ void server_finish_http(struct colibri_server *s, const struct colibri_server *s
     s->http.routes = s->n_vhosts && !s->has_default ? NULL : s->routes;
     s->http.vhosts = s->vhosts;
     s->http.n_vhosts = s->n_vhosts;
+    s->http.site_by_host = any_redirect || s->n_vhosts;
     s->http.methods = 0;
     for (const struct http_route *rt = s->route_list; rt; rt = rt->next)
         s->http.methods |= http_handler_methods(rt->handler);
