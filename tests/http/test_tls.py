@@ -235,3 +235,181 @@ def test_make_run_config_needs_no_certificate(tmp_path):
     r = subprocess.run([str(colibri_bin()), "--check-config", "-c", str(REPO / "colibri.conf")],
                        capture_output=True, timeout=30, cwd=str(REPO))
     assert r.returncode == 0, r.stderr
+
+
+# --- the rest of the stack over TLS -------------------------------------------
+
+def files_site(port, root):
+    return tls_site(port).replace(
+        "    handler /echo echo\n",
+        "    handler /echo echo\n    handler /ws ws_echo\n"
+        "    serve_files /files {\n        path = %s\n    }\n" % root)
+
+
+def tls_conn(port, sni="default.test"):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    return client_ctx().wrap_socket(s, server_hostname=sni)
+
+
+def read_response(t):
+    """One response with a Content-Length body from a TLS socket."""
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        d = t.recv(65536)
+        assert d, buf
+        buf += d
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    length = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0])
+    while len(rest) < length:
+        d = t.recv(65536)
+        assert d
+        rest += d
+    return head, rest[:length], rest[length:]
+
+
+def test_files_through_tls_whole_and_ranges(make_server, certs, tmp_path):
+    port = free_port()
+    root = tmp_path / "files"
+    root.mkdir()
+    big = bytes(range(256)) * 8192  # 2 MiB: leaves through the file path, not the cache's memory
+    (root / "big.bin").write_bytes(big)
+    make_server(site=files_site(port, root))
+    r = subprocess.run(["curl", "-sk", "https://127.0.0.1:%d/files/big.bin" % port], capture_output=True, timeout=60)
+    assert r.stdout == big
+    r = subprocess.run(["curl", "-sk", "-r", "1000-1999999", "https://127.0.0.1:%d/files/big.bin" % port],
+                       capture_output=True, timeout=60)
+    assert r.stdout == big[1000:2000000]
+
+
+def test_pipelined_requests_over_tls(make_server, certs):
+    port = free_port()
+    make_server(site=tls_site(port))
+    with tls_conn(port) as t:
+        t.sendall(b"GET /hello HTTP/1.1\r\nHost: default.test\r\n\r\n" * 20)
+        rest = b""
+        for _ in range(20):
+            buf = rest
+            while b"Hello, World!" not in buf:
+                d = t.recv(65536)
+                assert d
+                buf += d
+            i = buf.index(b"Hello, World!") + len(b"Hello, World!")
+            assert buf.startswith(b"HTTP/1.1 200 ")
+            rest = buf[i:]
+
+
+def ws_frame(opcode, payload):
+    import os as _os
+    key = _os.urandom(4)
+    n = len(payload)
+    head = bytes([0x80 | opcode])
+    if n < 126:
+        head += bytes([0x80 | n])
+    elif n < 65536:
+        head += bytes([0x80 | 126]) + n.to_bytes(2, "big")
+    else:
+        head += bytes([0x80 | 127]) + n.to_bytes(8, "big")
+    return head + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+
+
+def test_websocket_over_tls_sees_bytes_the_transport_holds(make_server, certs, tmp_path):
+    """Two messages in one TLS record, the first larger than the server's
+    input buffer: the rest of the record sits decrypted inside OpenSSL, and
+    no readiness event will announce it. The wait between messages must ask
+    the transport first, or the second message is never echoed."""
+    port = free_port()
+    make_server(site=files_site(port, tmp_path), threads="1")
+    with tls_conn(port) as t:
+        t.sendall(b"GET /ws HTTP/1.1\r\nHost: default.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                  b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += t.recv(4096)
+        assert buf.startswith(b"HTTP/1.1 101 ")
+        buf = buf[buf.index(b"\r\n\r\n") + 4:]
+        first, second = b"a" * 14000, b"second message"
+        t.sendall(ws_frame(1, first) + ws_frame(1, second))  # one write: one record (< 16 KiB)
+        want = len(first) + 4 + len(second) + 2
+        t.settimeout(5)
+        while len(buf) < want:
+            d = t.recv(65536)
+            assert d, "closed"
+            buf += d
+        assert first in buf and buf.endswith(second)
+
+
+def test_proxy_header_before_the_handshake(make_server, certs):
+    """A PROXY v1 line and the ClientHello in one segment, as HAProxy sends
+    them: the header is read first, the rest feeds the handshake."""
+    port = free_port()
+    site = tls_site(port).replace("    tls = true\n", "    tls = true\n    proxy_protocol = true\n")
+    site = site.replace("    handler /echo echo\n", "    handler /echo echo\n")
+    make_server(site=site, access_log="access.log")
+    inc = ssl.MemoryBIO()
+    out = ssl.MemoryBIO()
+    obj = client_ctx().wrap_bio(inc, out, server_hostname="default.test")
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    hello = out.read()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"PROXY TCP4 203.0.113.7 127.0.0.1 40000 %d\r\n" % port + hello)
+        while True:
+            try:
+                obj.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                if out.pending:
+                    s.sendall(out.read())
+                d = s.recv(65536)
+                assert d, "closed during the handshake"
+                inc.write(d)
+        if out.pending:
+            s.sendall(out.read())
+        obj.write(b"GET /hello HTTP/1.1\r\nHost: default.test\r\nConnection: close\r\n\r\n")
+        s.sendall(out.read())
+        data = b""
+        while True:
+            try:
+                data += obj.read(65536)
+            except ssl.SSLWantReadError:
+                d = s.recv(65536)
+                if not d:
+                    break
+                inc.write(d)
+            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                break
+            if data.endswith(b"Hello, World!"):
+                break
+    assert data.startswith(b"HTTP/1.1 200 ") and data.endswith(b"Hello, World!")
+
+
+def test_reload_replaces_the_certificate(make_server, certs, tmp_path):
+    import signal as _signal
+    port = free_port()
+    s = make_server(site=tls_site(port))
+    assert "CN = default.test" in peer_cn(port, None)
+    # certbot's way: the files are rewritten, then SIGHUP
+    make_cert(tmp_path, "default", "renewed.test", ["default.test"])
+    keep = tls_conn(port)  # a connection in progress keeps its session
+    n = s.stderr().count("[info] reloaded")
+    s.send_signal(_signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while s.stderr().count("[info] reloaded") == n and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert s.stderr().count("[info] reloaded") > n, s.stderr()
+    time.sleep(0.1)
+    assert "CN = renewed.test" in peer_cn(port, None)
+    keep.sendall(b"GET /hello HTTP/1.1\r\nHost: default.test\r\nConnection: close\r\n\r\n")
+    head, body, _ = read_response(keep)
+    assert head.startswith(b"HTTP/1.1 200 ") and body == b"Hello, World!"
+    keep.close()
+
+
+def test_tls_in_the_sandbox(make_server, certs):
+    port = free_port()
+    make_server(site=tls_site(port), sandbox="true")
+    for _ in range(3):
+        _, data = get(port, "default.test", "default.test")
+        assert data.startswith(b"HTTP/1.1 200 ")

@@ -148,11 +148,11 @@ void listener_url(const struct listener *l, char *buf, size_t len)
         const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&l->addr;
         inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
         port = ntohs(a->sin6_port);
-        snprintf(buf, len, "http://[%s]:%u", host, port);
+        snprintf(buf, len, "%s://[%s]:%u", l->tls ? "https" : "http", host, port);
     } else {
         const struct sockaddr_in *a = (const struct sockaddr_in *)&l->addr;
         inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
         port = ntohs(a->sin_port);
-        snprintf(buf, len, "http://%s:%u", host, port);
+        snprintf(buf, len, "%s://%s:%u", l->tls ? "https" : "http", host, port);
     }
 }
