@@ -84,8 +84,10 @@ static __attribute__((noinline)) ssize_t read_tls(struct conn_ctx *ctx, bool may
                 wait_for(ctx, CONN_WAIT_WRITE);
                 continue;
             }
-            if (may_idle)
+            if (may_idle) {
+                tls_idle(ctx);
                 return -EAGAIN;
+            }
             flush_and_wait_readable(ctx);
             continue;
         }

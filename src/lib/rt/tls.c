@@ -373,6 +373,11 @@ void tls_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len)
     strbuf_reset(&ctx->out);
 }
 
+void tls_idle(struct conn_ctx *ctx)
+{
+    SSL_free_buffers(ctx->tls);
+}
+
 bool tls_pending(const struct conn_ctx *ctx)
 {
     return ctx->tls && SSL_pending(ctx->tls) > 0;
@@ -466,6 +471,11 @@ void tls_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len)
 {
     (void)file_fd, (void)offset, (void)len;
     coro_abort(ctx->coro);
+}
+
+void tls_idle(struct conn_ctx *ctx)
+{
+    (void)ctx;
 }
 
 bool tls_pending(const struct conn_ctx *ctx)

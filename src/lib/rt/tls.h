@@ -64,6 +64,8 @@ ssize_t tls_read(struct conn_ctx *ctx, void *buf, size_t len);
 ssize_t tls_writev(struct conn_ctx *ctx, const struct iovec *iov, int iovcnt);
 /* len bytes of file_fd from offset, through the connection's TLS. */
 void tls_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len);
+/* The connection goes idle: the record buffers go back. */
+void tls_idle(struct conn_ctx *ctx);
 /* Decrypted bytes held that no readiness event will announce. */
 bool tls_pending(const struct conn_ctx *ctx);
 /* Best effort, without waiting. */
