@@ -98,11 +98,12 @@ def fake(request, make_server, tmp_path, monkeypatch):
     # wraps the clock functions, which ASan does not intercept
     monkeypatch.setenv("ASAN_OPTIONS", (os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0").lstrip(":"))
     # one worker: the log's lines come in the order of the requests
+    started = time.monotonic()
     srv = make_server(site=files_site(root, expires="1h"), access_log=str(log), threads="1")
     for k in ("LD_PRELOAD", "FAKETIME", "NO_FAKE_STAT", "TZ"):
         monkeypatch.delenv(k)
     srv.t0, srv.name_, srv.mtimes, srv.log, srv.offset = t0, name, mtimes, log, offset
-    srv.started = time.monotonic()
+    srv.started = started
     return srv
 
 
