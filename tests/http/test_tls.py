@@ -173,17 +173,27 @@ def test_redirect_to_https(make_server, certs):
     assert r.stdout == b"Hello, World!"
 
 
-def test_plain_http_on_the_tls_port_is_closed_at_once(make_server, certs):
+def test_plain_http_on_the_tls_port_gets_a_plaintext_400_at_once(make_server, certs):
     port = free_port()
     make_server(site=tls_site(port))
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
         t0 = time.monotonic()
-        try:
-            s.recv(4096)  # an alert or nothing, then the close
-        except ConnectionResetError:
-            pass
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        data = b""
+        while True:
+            d = s.recv(4096)
+            if not d:
+                break
+            data += d
         assert time.monotonic() - t0 < 5
+    assert data.startswith(b"HTTP/1.1 400 "), data
+    assert data.endswith(b"The plain HTTP request was sent to an HTTPS port.\n")
+    # curl sees the same
+    r = subprocess.run(["curl", "-s", "http://127.0.0.1:%d/hello" % port], capture_output=True, timeout=30)
+    assert b"sent to an HTTPS port" in r.stdout
+    # and TLS still works on it
+    _, data = get(port, "default.test", None)
+    assert data.startswith(b"HTTP/1.1 200 ")
 
 
 def test_half_a_handshake_is_closed_at_the_request_timeout(make_server, certs):

@@ -401,11 +401,28 @@ static struct tls_server *tls_for(const struct conn_ctx *ctx)
     return cfg->tls_on && i < cfg->n_proxy_protocol && cfg->tls_on[i] ? cfg->tls : NULL;
 }
 
+/* A plain request on a TLS listener: a 400 in plaintext that says so (as
+ * nginx does), rather than a TLS alert a browser user never sees. */
+static enum conn_verdict not_tls(struct conn_ctx *ctx)
+{
+    static const char body[] = "The plain HTTP request was sent to an HTTPS port.\n";
+    char head[256];
+    struct view line = http_status_line(400);
+    int n = snprintf(head, sizeof(head),
+                     "%.*sContent-Type: text/plain\r\nContent-Length: %zu\r\n"
+                     "Connection: close\r\n\r\n",
+                     (int)line.len, line.p, sizeof(body) - 1);
+    if (n > 0 && (size_t)n < sizeof(head) && strbuf_append(&ctx->out, head, (size_t)n) == 0)
+        strbuf_append(&ctx->out, body, sizeof(body) - 1);
+    return CONN_LINGER;
+}
+
 const struct conn_proto http_proto = {
     .state_size = sizeof(struct http_conn),
     .run = run,
     .preamble = preamble,
     .tls_for = tls_for,
+    .not_tls = not_tls,
     .on_timeout = on_timeout,
     .between_requests = between_requests,
     .abandon = abandon,

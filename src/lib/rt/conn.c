@@ -293,7 +293,15 @@ static __attribute__((noinline)) bool start_stack(struct conn_ctx *ctx)
     if (proto->preamble && !proto->preamble(ctx))
         return false;
     struct tls_server *ts = proto->tls_for ? proto->tls_for(ctx) : NULL;
-    return !ts || tls_accept(ctx, ts) == 0;
+    if (!ts)
+        return true;
+    int r = tls_accept(ctx, ts);
+    if (r == TLS_NOT_TLS && proto->not_tls) {
+        /* the protocol's plain last words, as after a run() */
+        enum conn_verdict v = proto->not_tls(ctx);
+        after_run(ctx, v);
+    }
+    return r == 0;
 }
 
 void conn_coro_main(struct coro *coro, void *arg)

@@ -105,6 +105,11 @@ struct conn_proto {
      * NULL for plain. Both optional. */
     bool (*preamble)(struct conn_ctx *ctx);
     struct tls_server *(*tls_for)(const struct conn_ctx *ctx);
+    /* The client's first bytes on a TLS listener are not TLS (a plain
+     * request): last words in plain bytes, put in ctx->out, and CONN_CLOSE
+     * or CONN_LINGER (the bytes are still unread). Optional: without it
+     * the connection just closes. */
+    enum conn_verdict (*not_tls)(struct conn_ctx *ctx);
     /* Work the protocol put off (buffered log lines): called on the worker
      * thread at its first wake-up in a later second after the protocol asked
      * with conn_want_tick(); an idle worker wakes for it. Optional. */

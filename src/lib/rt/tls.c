@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/common.h"
@@ -268,8 +269,31 @@ static ssize_t ssl_fail(struct conn_ctx *ctx, SSL *ssl, int r)
     }
 }
 
+/* The first byte of the stream, without taking it: 0x16 begins a TLS
+ * handshake record; -1 when the peer closed or failed first. */
+static int first_byte(struct conn_ctx *ctx)
+{
+    if (ctx->in_len > ctx->in_pos)
+        return (unsigned char)ctx->in[ctx->in_pos];
+    for (;;) {
+        unsigned char b;
+        ssize_t n = recv(ctx->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n == 1)
+            return b;
+        if (n == 0 || (errno != EAGAIN && errno != EINTR))
+            return -1;
+        if (errno == EAGAIN)
+            conn_wait_io(ctx, CONN_WAIT_READ);
+    }
+}
+
 int tls_accept(struct conn_ctx *ctx, struct tls_server *ts)
 {
+    int b = first_byte(ctx);
+    if (b < 0)
+        return -1;
+    if (b != 0x16)
+        return TLS_NOT_TLS;
     SSL_CTX *c = start_ctx(ts);
     SSL *ssl = c ? SSL_new(c) : NULL;
     if (!ssl)

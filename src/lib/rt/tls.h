@@ -54,9 +54,11 @@ bool tls_server_ready(const struct tls_server *ts);
 
 /* --- the runtime's ----------------------------------------------------- */
 
-/* The handshake, in the connection's coroutine: 0, or -1 (the connection
- * closes). Bytes already in ctx->in (behind a PROXY header) are the
- * start of the TLS stream. */
+/* The handshake, in the connection's coroutine: 0, -1 (the connection
+ * closes), or TLS_NOT_TLS when the first byte cannot begin a TLS
+ * handshake (nothing of it consumed). Bytes already in ctx->in (behind a
+ * PROXY header) are the start of the TLS stream. */
+#define TLS_NOT_TLS (-2)
 int tls_accept(struct conn_ctx *ctx, struct tls_server *ts);
 /* Like read()/writev(): n, 0 at the end of the stream, or -1 with errno
  * (EAGAIN: ctx->tls_want says which readiness to wait for). */
