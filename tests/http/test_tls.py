@@ -423,3 +423,41 @@ def test_tls_in_the_sandbox(make_server, certs):
     for _ in range(3):
         _, data = get(port, "default.test", "default.test")
         assert data.startswith(b"HTTP/1.1 200 ")
+
+
+def test_a_reload_with_a_bad_key_keeps_the_old_certificate(make_server, certs, tmp_path):
+    import signal as _signal
+    port = free_port()
+    s = make_server(site=tls_site(port))
+    s.config.write_text(s.config.read_text().replace("tls_key = example.key", "tls_key = default.key"))
+    n = s.stderr().count("reload failed: ")
+    s.send_signal(_signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while s.stderr().count("reload failed: ") == n and time.monotonic() < deadline:
+        time.sleep(0.02)
+    err = s.stderr()
+    assert err.count("reload failed: ") > n, err
+    assert "tls_key: %s/default.key does not match the certificate" % tmp_path in err
+    assert "CN = example.com" in peer_cn(port, "example.com")
+    _, data = get(port, "example.com", "example.com")
+    assert data.startswith(b"HTTP/1.1 200 ")
+
+
+def test_many_half_handshakes_do_not_stop_the_thread(make_server, certs):
+    """The slowloris test over TLS: 300 connections that send half a
+    ClientHello and stop; one thread still answers /hello at once."""
+    port = free_port()
+    make_server(site=tls_site(port), threads="1", request_timeout="5s")
+    stalled = []
+    try:
+        for _ in range(300):
+            c = socket.create_connection(("127.0.0.1", port), timeout=10)
+            c.sendall(b"\x16\x03\x01\x00\xc8\x01\x00\x00\xc4\x03\x03")
+            stalled.append(c)
+        t0 = time.monotonic()
+        _, data = get(port, "default.test", None)
+        assert data.startswith(b"HTTP/1.1 200 ")
+        assert time.monotonic() - t0 < 2
+    finally:
+        for c in stalled:
+            c.close()
