@@ -242,6 +242,11 @@ static SSL_CTX *start_ctx(const struct tls_server *ts)
     return NULL;
 }
 
+void *tls_server_start_ctx(const struct tls_server *ts)
+{
+    return start_ctx(ts);
+}
+
 /* After an SSL call that failed: -1 and errno (EAGAIN with tls_want set
  * when it must wait), or 0 for the end of the stream. */
 static ssize_t ssl_fail(struct conn_ctx *ctx, SSL *ssl, int r)
@@ -469,6 +474,12 @@ bool tls_server_ready(const struct tls_server *ts)
 {
     (void)ts;
     return false;
+}
+
+void *tls_server_start_ctx(const struct tls_server *ts)
+{
+    (void)ts;
+    return NULL;
 }
 
 int tls_accept(struct conn_ctx *ctx, struct tls_server *ts)

@@ -49,8 +49,11 @@ int tls_server_add_site(struct tls_server *ts, const char *const *names, unsigne
  * has expired (still loaded: the caller warns). */
 int tls_server_add_pair(struct tls_server *ts, int site, const char *cert, const char *key,
                         bool *expired, char *err, size_t errlen);
-/* Whether a site has a certificate at all, and whether any site does. */
+/* Whether any site has a certificate. */
 bool tls_server_ready(const struct tls_server *ts);
+/* The OpenSSL context a connection starts with (an SSL_CTX *), for tests
+ * and the fuzz target that drive it on memory BIOs; NULL without one. */
+void *tls_server_start_ctx(const struct tls_server *ts);
 
 /* --- the runtime's ----------------------------------------------------- */
 
