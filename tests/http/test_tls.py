@@ -3,6 +3,7 @@ protocol versions, the 421 on an SNI/Host mismatch, redirect_to_https,
 colibri_req_is_secure() through the stack, and the config errors. Real
 clients: Python ssl, curl and openssl s_client; certificates made by
 openssl in tmp_path."""
+import os
 import shutil
 import socket
 import ssl
@@ -461,3 +462,41 @@ def test_many_half_handshakes_do_not_stop_the_thread(make_server, certs):
     finally:
         for c in stalled:
             c.close()
+
+
+def s_client(port, *args):
+    req = b"GET /hello HTTP/1.1\r\nHost: default.test\r\nConnection: close\r\n\r\n"
+    r = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % port, "-ign_eof", *args],
+                       input=req, capture_output=True, timeout=30)
+    return r.stdout
+
+
+@pytest.mark.parametrize("version", ["-tls1_3", "-tls1_2"])
+def test_resumption_with_a_ticket(make_server, certs, tmp_path, version):
+    port = free_port()
+    make_server(site=tls_site(port))
+    sess = str(tmp_path / "sess.pem")
+    out = s_client(port, version, "-sess_out", sess)
+    assert b"New, TLSv1." in out and b"Hello, World!" in out
+    out = s_client(port, version, "-sess_in", sess)
+    assert b"Reused, TLSv1." in out and b"Hello, World!" in out
+
+
+def test_tickets_off(make_server, certs, tmp_path):
+    port = free_port()
+    make_server(site=tls_site(port), tls_session_tickets="false")
+    sess = str(tmp_path / "sess.pem")
+    out = s_client(port, "-tls1_3", "-sess_out", sess)
+    assert b"Hello, World!" in out
+    # TLS 1.3 without a ticket: no session for the client to keep at all
+    assert not os.path.exists(sess)
+    out = s_client(port, "-tls1_2", "-sess_out", sess)
+    assert b"Hello, World!" in out
+    if os.path.exists(sess):  # a session without ticket or id cannot resume
+        out = s_client(port, "-tls1_2", "-sess_in", sess)
+        assert b"Reused," not in out and b"Hello, World!" in out
+
+
+def test_tickets_key_must_be_a_boolean(tmp_path, certs):
+    r = check_config(tmp_path, "tls_session_tickets = sometimes\n")
+    assert r.returncode != 0 and "bad.conf:1: tls_session_tickets:" in r.stderr.decode()

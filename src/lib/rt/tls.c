@@ -42,6 +42,7 @@ struct tls_server {
     struct tls_site *sites;
     unsigned n_sites;
     int default_site; /* -1: none yet */
+    bool no_tickets;
 };
 
 bool tls_available(void)
@@ -87,6 +88,11 @@ struct tls_server *tls_server_new(unsigned protocols, const char *ciphers, char 
     }
     SSL_CTX_free(probe);
     return ts;
+}
+
+void tls_server_tickets(struct tls_server *ts, bool on)
+{
+    ts->no_tickets = !on;
 }
 
 void tls_server_free(struct tls_server *ts)
@@ -157,6 +163,10 @@ static SSL_CTX *site_ctx_new(struct tls_server *ts, char *err, size_t errlen)
                             SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     /* tickets (stateless) resume; no session cache kept in memory */
     SSL_CTX_set_session_cache_mode(c, SSL_SESS_CACHE_OFF);
+    if (ts->no_tickets) {
+        SSL_CTX_set_options(c, SSL_OP_NO_TICKET);
+        SSL_CTX_set_num_tickets(c, 0);
+    }
     SSL_CTX_set1_groups_list(c, "X25519:P-256");
     SSL_CTX_set_cipher_list(c, ts->ciphers);
     SSL_CTX_set_tlsext_servername_callback(c, on_server_name);
@@ -454,6 +464,11 @@ struct tls_server *tls_server_new(unsigned protocols, const char *ciphers, char 
 void tls_server_free(struct tls_server *ts)
 {
     (void)ts;
+}
+
+void tls_server_tickets(struct tls_server *ts, bool on)
+{
+    (void)ts, (void)on;
 }
 
 int tls_server_add_site(struct tls_server *ts, const char *const *names, unsigned n,

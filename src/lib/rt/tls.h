@@ -38,6 +38,9 @@ const char *tls_library(void);
 struct tls_server *tls_server_new(unsigned protocols, const char *ciphers, char *err,
                                   size_t errlen);
 void tls_server_free(struct tls_server *ts);
+/* Session tickets (stateless resumption, TLS 1.2 and 1.3; on by
+ * default): for the sites added after the call. */
+void tls_server_tickets(struct tls_server *ts, bool on);
 /* Starts a site: names (n of them, lower case; the site chosen by SNI),
  * and whether it is the default (no SNI, an unknown name). Returns its
  * index or -errno with err set. Pairs follow with tls_server_add_pair(). */

@@ -225,6 +225,7 @@ static int load_tls_pair(struct colibri_server *srv, struct config_node *site,
     if (!srv->tls &&
         !(srv->tls = tls_server_new(srv->tls_protocols, srv->tls_ciphers, why, sizeof(why))))
         return config_error(n, err, errlen, "%s", why);
+    tls_server_tickets(srv->tls, !srv->tls_no_tickets);
     if (srv->tls_site_of != site) {
         /* the site's names, each a word of its section's value */
         char names[1024];
@@ -483,6 +484,12 @@ static void load_settings(struct colibri_server *srv, struct config *cfg, struct
         note(e, NULL, err);
     if ((n = config_take(root, "tls_protocols")) && load_tls_protocols(srv, n, err, errlen))
         note(e, n, err);
+    if ((n = config_take(root, "tls_session_tickets"))) {
+        bool on = true;
+        if (config_bool(n, &on, err, errlen))
+            note(e, n, err);
+        srv->tls_no_tickets = !on;
+    }
     if ((n = config_take(root, "tls_ciphers"))) {
         free(srv->tls_ciphers);
         srv->tls_ciphers = strdup(n->value);

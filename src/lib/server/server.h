@@ -89,6 +89,7 @@ struct colibri_server {
      * the routes), the first "tls = true" line; while a site loads, its
      * section and its index in tls */
     unsigned tls_protocols;
+    bool tls_no_tickets; /* tls_session_tickets = false */
     char *tls_ciphers;
     struct tls_server *tls;
     struct config_node *tls_node;
