@@ -500,3 +500,27 @@ def test_tickets_off(make_server, certs, tmp_path):
 def test_tickets_key_must_be_a_boolean(tmp_path, certs):
     r = check_config(tmp_path, "tls_session_tickets = sometimes\n")
     assert r.returncode != 0 and "bad.conf:1: tls_session_tickets:" in r.stderr.decode()
+
+
+def kernel_has_tls_ulp():
+    try:
+        return "tls" in open("/proc/sys/net/ipv4/tcp_available_ulp").read().split()
+    except OSError:
+        return False
+
+
+def test_ktls_decision_is_logged_once_and_serving_works(make_server, certs):
+    port = free_port()
+    s = make_server(site=tls_site(port), error_log_level="info")
+    want = "kTLS: the kernel has the tls ULP" if kernel_has_tls_ulp() else "kTLS: the kernel offers no tls ULP"
+    assert s.stderr().count(want) == 1, s.stderr()
+    r = subprocess.run(["curl", "-sk", "https://127.0.0.1:%d/hello" % port], capture_output=True, timeout=30)
+    assert r.stdout == b"Hello, World!"
+
+
+def test_ktls_off(make_server, certs, tmp_path):
+    port = free_port()
+    s = make_server(site=tls_site(port), error_log_level="info", ktls="off")
+    assert "kTLS: off (ktls = off)" in s.stderr()
+    r = check_config(tmp_path, "ktls = sometimes\n")
+    assert r.returncode != 0 and "bad.conf:1: ktls: expected 'auto' or 'off'" in r.stderr.decode()

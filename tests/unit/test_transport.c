@@ -302,9 +302,26 @@ TEST(one_protocol_over_plain_and_tls)
     rmdir(dir);
 }
 
+TEST(ktls_probe_reads_the_ulp_list)
+{
+    char path[] = "/tmp/colibri-ulp-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    CHECK_EQ_INT(write(fd, "mptcp\n", 6), 6);
+    CHECK(!tls_ktls_probe(path));
+    CHECK_EQ_INT(pwrite(fd, "mptcp tls\n", 10, 0), 10);
+    CHECK(tls_ktls_probe(path));
+    CHECK_EQ_INT(pwrite(fd, "tlsx espintcp\n", 14, 0), 14);
+    CHECK(!tls_ktls_probe(path));
+    close(fd);
+    unlink(path);
+    CHECK(!tls_ktls_probe("/nonexistent/tcp_available_ulp"));
+}
+
 int main(void)
 {
     RUN(one_protocol_over_plain_and_tls);
+    RUN(ktls_probe_reads_the_ulp_list);
     return test_summary();
 }
 

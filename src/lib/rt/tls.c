@@ -2,6 +2,7 @@
 #include "rt/tls.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -43,6 +44,7 @@ struct tls_server {
     unsigned n_sites;
     int default_site; /* -1: none yet */
     bool no_tickets;
+    bool ktls;
 };
 
 bool tls_available(void)
@@ -93,6 +95,11 @@ struct tls_server *tls_server_new(unsigned protocols, const char *ciphers, char 
 void tls_server_tickets(struct tls_server *ts, bool on)
 {
     ts->no_tickets = !on;
+}
+
+void tls_server_ktls(struct tls_server *ts, bool on)
+{
+    ts->ktls = on;
 }
 
 void tls_server_free(struct tls_server *ts)
@@ -163,6 +170,8 @@ static SSL_CTX *site_ctx_new(struct tls_server *ts, char *err, size_t errlen)
                             SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     /* tickets (stateless) resume; no session cache kept in memory */
     SSL_CTX_set_session_cache_mode(c, SSL_SESS_CACHE_OFF);
+    if (ts->ktls)
+        SSL_CTX_set_options(c, SSL_OP_ENABLE_KTLS);
     if (ts->no_tickets) {
         SSL_CTX_set_options(c, SSL_OP_NO_TICKET);
         SSL_CTX_set_num_tickets(c, 0);
@@ -394,6 +403,21 @@ ssize_t tls_writev(struct conn_ctx *ctx, const struct iovec *iov, int iovcnt)
 
 void tls_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len)
 {
+    /* with kernel TLS for sending: the kernel encrypts the file's pages
+     * (zero copy). Not exercised on a kernel without the tls ULP. */
+    while (len > 0 && BIO_get_ktls_send(SSL_get_wbio(ctx->tls))) {
+        ERR_clear_error();
+        ossl_ssize_t n = SSL_sendfile(ctx->tls, file_fd, offset, len, 0);
+        if (n > 0) {
+            offset += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (ssl_fail(ctx, ctx->tls, (int)n) < 0 && errno == EAGAIN)
+            conn_wait_io(ctx, ctx->tls_want);
+        else
+            coro_abort(ctx->coro);
+    }
     /* through ctx->out (empty here: the head went first), which stays the
      * connection's while it waits, so a retried write sees its bytes */
     while (len > 0) {
@@ -467,6 +491,11 @@ void tls_server_free(struct tls_server *ts)
 }
 
 void tls_server_tickets(struct tls_server *ts, bool on)
+{
+    (void)ts, (void)on;
+}
+
+void tls_server_ktls(struct tls_server *ts, bool on)
 {
     (void)ts, (void)on;
 }
@@ -550,6 +579,21 @@ void tls_free(void *tls)
 }
 
 #endif
+
+bool tls_ktls_probe(const char *ulp_list)
+{
+    FILE *f = fopen(ulp_list ? ulp_list : "/proc/sys/net/ipv4/tcp_available_ulp", "re");
+    if (!f)
+        return false;
+    char buf[512];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    for (char *save, *w = strtok_r(buf, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save))
+        if (!strcmp(w, "tls"))
+            return true;
+    return false;
+}
 
 /* --- what the protocol asks ------------------------------------------------ */
 

@@ -52,6 +52,15 @@ int tls_server_add_site(struct tls_server *ts, const char *const *names, unsigne
  * has expired (still loaded: the caller warns). */
 int tls_server_add_pair(struct tls_server *ts, int site, const char *cert, const char *key,
                         bool *expired, char *err, size_t errlen);
+/* Kernel TLS: whether the kernel offers the "tls" upper layer protocol,
+ * read from ulp_list (NULL: /proc/sys/net/ipv4/tcp_available_ulp, the
+ * space-separated list). */
+bool tls_ktls_probe(const char *ulp_list);
+/* ktls = auto: hand the record layer to the kernel after the handshake
+ * where it can take it (SSL_OP_ENABLE_KTLS; files then leave with
+ * SSL_sendfile); off: user space only. For the sites added after the
+ * call; off by default. */
+void tls_server_ktls(struct tls_server *ts, bool on);
 /* Whether any site has a certificate. */
 bool tls_server_ready(const struct tls_server *ts);
 /* The OpenSSL context a connection starts with (an SSL_CTX *), for tests

@@ -226,6 +226,7 @@ static int load_tls_pair(struct colibri_server *srv, struct config_node *site,
         !(srv->tls = tls_server_new(srv->tls_protocols, srv->tls_ciphers, why, sizeof(why))))
         return config_error(n, err, errlen, "%s", why);
     tls_server_tickets(srv->tls, !srv->tls_no_tickets);
+    tls_server_ktls(srv->tls, !srv->ktls_off && tls_ktls_probe(NULL));
     if (srv->tls_site_of != site) {
         /* the site's names, each a word of its section's value */
         char names[1024];
@@ -484,6 +485,12 @@ static void load_settings(struct colibri_server *srv, struct config *cfg, struct
         note(e, NULL, err);
     if ((n = config_take(root, "tls_protocols")) && load_tls_protocols(srv, n, err, errlen))
         note(e, n, err);
+    if ((n = config_take(root, "ktls"))) {
+        if (!strcmp(n->value, "auto") || !strcmp(n->value, "off"))
+            srv->ktls_off = !strcmp(n->value, "off");
+        else
+            note(e, n, (config_error(n, err, errlen, "expected 'auto' or 'off'"), err));
+    }
     if ((n = config_take(root, "tls_session_tickets"))) {
         bool on = true;
         if (config_bool(n, &on, err, errlen))

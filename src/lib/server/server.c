@@ -519,6 +519,15 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
         listener_url(&srv->listeners[j], url, sizeof(url));
         log_msg(LOG_INFO, "listening on %s", url);
     }
+    if (srv->tls)
+        log_msg(LOG_INFO, "%s",
+                srv->ktls_off ? "kTLS: off (ktls = off): TLS records are made in user space"
+                : tls_ktls_probe(NULL)
+                    ? "kTLS: the kernel has the tls ULP: records go to the kernel "
+                      "after each handshake, files with SSL_sendfile"
+                    : "kTLS: the kernel offers no tls ULP "
+                      "(/proc/sys/net/ipv4/tcp_available_ulp): TLS records are "
+                      "made in user space");
     log_msg(LOG_DEBUG, "%u worker threads (%s), room for %u file descriptors", n,
             srv->accept_thread ? "accept = thread" : "accept = reuseport", srv->max_fds);
     if (srv->logs.access_path)

@@ -90,6 +90,7 @@ struct colibri_server {
      * section and its index in tls */
     unsigned tls_protocols;
     bool tls_no_tickets; /* tls_session_tickets = false */
+    bool ktls_off;       /* ktls = off */
     char *tls_ciphers;
     struct tls_server *tls;
     struct config_node *tls_node;
