@@ -524,3 +524,44 @@ def test_ktls_off(make_server, certs, tmp_path):
     assert "kTLS: off (ktls = off)" in s.stderr()
     r = check_config(tmp_path, "ktls = sometimes\n")
     assert r.returncode != 0 and "bad.conf:1: ktls: expected 'auto' or 'off'" in r.stderr.decode()
+
+
+def make_ocsp(d):
+    """A CA, a leaf it signed, and the CA's DER OCSP response for the leaf."""
+    def ossl(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60, cwd=str(d))
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    ossl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=testca")
+    ossl("req", *ec, "-keyout", "leaf.key", "-out", "leaf.csr", "-subj", "/CN=default.test")
+    ossl("x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+         "-out", "leaf.pem", "-days", "2")
+    (d / "index.txt").write_text("")
+    ossl("ocsp", "-issuer", "ca.pem", "-cert", "leaf.pem", "-reqout", "req.der", "-no_nonce")
+    ossl("ocsp", "-index", "index.txt", "-rsigner", "ca.pem", "-rkey", "ca.key", "-CA", "ca.pem",
+         "-reqin", "req.der", "-respout", "resp.der", "-ndays", "1")
+
+
+def test_ocsp_staple_in_the_handshake(make_server, tmp_path):
+    make_ocsp(tmp_path)
+    port = free_port()
+    site = ("listener 127.0.0.1:%d {\n    tls = true\n}\nsite {\n    tls_certificate = leaf.pem\n"
+            "    tls_key = leaf.key\n    tls_ocsp_staple = resp.der\n    handler /hello hello_world\n}\n" % port)
+    make_server(site=site)
+    out = s_client(port, "-status")
+    assert b"OCSP Response Status: successful" in out, out
+    assert b"Hello, World!" in out
+    # without status_request, none is sent
+    out = s_client(port)
+    assert b"OCSP response:" not in out or b"no response sent" in out
+
+
+@pytest.mark.parametrize("text,msg", [
+    ("site {\n tls_ocsp_staple = resp.der\n}\n", "tls_ocsp_staple: needs a tls_certificate line before it"),
+    ("site {\n tls_certificate = default.pem\n tls_key = default.key\n tls_ocsp_staple = default.pem\n}\n",
+     "default.pem: not a DER OCSP response"),
+    ("site {\n tls_certificate = default.pem\n tls_key = default.key\n tls_ocsp_staple = none.der\n}\n",
+     "none.der: No such file or directory"),
+])
+def test_ocsp_staple_errors(tmp_path, certs, text, msg):
+    r = check_config(tmp_path, text)
+    assert r.returncode != 0 and msg in r.stderr.decode(), r.stderr

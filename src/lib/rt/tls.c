@@ -17,6 +17,7 @@
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
+#include <openssl/ocsp.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
@@ -35,6 +36,8 @@ struct tls_site {
     char **names;
     unsigned n_names;
     unsigned n_pairs;
+    unsigned char *staple; /* a DER OCSP response, or NULL */
+    size_t staple_len;
 };
 
 struct tls_server {
@@ -111,6 +114,7 @@ void tls_server_free(struct tls_server *ts)
         for (unsigned j = 0; j < ts->sites[i].n_names; j++)
             free(ts->sites[i].names[j]);
         free(ts->sites[i].names);
+        free(ts->sites[i].staple);
     }
     free(ts->sites);
     free(ts->ciphers);
@@ -241,12 +245,66 @@ int tls_server_add_pair(struct tls_server *ts, int site, const char *cert, const
     return 0;
 }
 
+/* status_request: the site's staple, copied for OpenSSL to free. */
+static int on_status(SSL *ssl, void *arg)
+{
+    const struct tls_site *s = arg;
+    if (!s || !s->staple)
+        return SSL_TLSEXT_ERR_NOACK;
+    unsigned char *copy = OPENSSL_malloc(s->staple_len);
+    if (!copy)
+        return SSL_TLSEXT_ERR_NOACK;
+    memcpy(copy, s->staple, s->staple_len);
+    if (!SSL_set_tlsext_status_ocsp_resp(ssl, copy, (long)s->staple_len)) {
+        OPENSSL_free(copy);
+        return SSL_TLSEXT_ERR_NOACK;
+    }
+    return SSL_TLSEXT_ERR_OK;
+}
+
+int tls_server_add_staple(struct tls_server *ts, int site, const char *der, char *err,
+                          size_t errlen)
+{
+    struct tls_site *s = &ts->sites[site];
+    FILE *f = fopen(der, "rbe");
+    if (!f)
+        return err_set(err, errlen, -errno, NULL, "%s: %s", der, strerror(errno));
+    unsigned char *buf = malloc(65536 + 1);
+    size_t n = buf ? fread(buf, 1, 65536 + 1, f) : 0;
+    fclose(f);
+    if (!buf)
+        return err_set(err, errlen, -ENOMEM, NULL, "out of memory");
+    if (n > 65536) {
+        free(buf);
+        return err_set(err, errlen, -EFBIG, NULL, "%s: larger than 64 KiB", der);
+    }
+    const unsigned char *p = buf;
+    OCSP_RESPONSE *r = d2i_OCSP_RESPONSE(NULL, &p, (long)n);
+    if (!r || p != buf + n) {
+        OCSP_RESPONSE_free(r);
+        free(buf);
+        ERR_clear_error();
+        return err_set(err, errlen, -EINVAL, NULL, "%s: not a DER OCSP response", der);
+    }
+    OCSP_RESPONSE_free(r);
+    free(s->staple);
+    s->staple = buf;
+    s->staple_len = n;
+    /* the array of sites may move while they load: the callback's
+     * argument is set once loading is done (tls_server_ready) */
+    SSL_CTX_set_tlsext_status_cb(s->ctx, on_status);
+    return 0;
+}
+
 bool tls_server_ready(const struct tls_server *ts)
 {
-    for (unsigned i = 0; ts && i < ts->n_sites; i++)
-        if (ts->sites[i].n_pairs)
-            return true;
-    return false;
+    bool ready = false;
+    for (unsigned i = 0; ts && i < ts->n_sites; i++) {
+        /* the sites are where they stay: the status callbacks' arguments */
+        SSL_CTX_set_tlsext_status_arg(ts->sites[i].ctx, &ts->sites[i]);
+        ready |= ts->sites[i].n_pairs > 0;
+    }
+    return ready;
 }
 
 /* The context a connection starts with: the default site's, or the first
@@ -498,6 +556,13 @@ void tls_server_tickets(struct tls_server *ts, bool on)
 void tls_server_ktls(struct tls_server *ts, bool on)
 {
     (void)ts, (void)on;
+}
+
+int tls_server_add_staple(struct tls_server *ts, int site, const char *der, char *err,
+                          size_t errlen)
+{
+    (void)ts, (void)site, (void)der;
+    return err_set(err, errlen, -ENOTSUP, NULL, "this build has no TLS");
 }
 
 int tls_server_add_site(struct tls_server *ts, const char *const *names, unsigned n,

@@ -52,6 +52,11 @@ int tls_server_add_site(struct tls_server *ts, const char *const *names, unsigne
  * has expired (still loaded: the caller warns). */
 int tls_server_add_pair(struct tls_server *ts, int site, const char *cert, const char *key,
                         bool *expired, char *err, size_t errlen);
+/* A DER OCSP response stapled as is to the site's handshakes when the
+ * client asks (status_request): 0, or -errno with err set (unreadable,
+ * larger than 64 KiB, not an OCSP response). */
+int tls_server_add_staple(struct tls_server *ts, int site, const char *der, char *err,
+                          size_t errlen);
 /* Kernel TLS: whether the kernel offers the "tls" upper layer protocol,
  * read from ulp_list (NULL: /proc/sys/net/ipv4/tcp_available_ulp, the
  * space-separated list). */

@@ -254,6 +254,21 @@ static int load_tls_pair(struct colibri_server *srv, struct config_node *site,
     return 0;
 }
 
+/* "tls_ocsp_staple = FILE" in a site, after its tls_certificate. */
+static int load_tls_staple(struct colibri_server *srv, struct config_node *site,
+                           struct config_node *n, char *err, size_t errlen)
+{
+    char path[PATH_MAX], why[512];
+    if (srv->tls_site_of != site)
+        return config_error(n, err, errlen, "needs a tls_certificate line before it in the site");
+    if (config_path_of(n, path, sizeof(path)))
+        return config_error(n, err, errlen, "path too long");
+    if (sandbox_allow(srv, path, COLIBRI_PATH_READ, why, sizeof(why)) ||
+        tls_server_add_staple(srv->tls, srv->tls_site, path, why, sizeof(why)))
+        return config_error(n, err, errlen, "%s", why);
+    return 0;
+}
+
 static void load_site_body(struct colibri_server *srv, struct config_node *site, struct errs *e)
 {
     struct config_node *n;
@@ -265,6 +280,8 @@ static void load_site_body(struct colibri_server *srv, struct config_node *site,
             r = load_handler(srv, n, err, errlen);
         } else if (!strcmp(n->name, "tls_certificate") || !strcmp(n->name, "tls_key")) {
             r = load_tls_pair(srv, site, n, err, errlen);
+        } else if (!strcmp(n->name, "tls_ocsp_staple")) {
+            r = load_tls_staple(srv, site, n, err, errlen);
         } else {
             const struct colibri_module *m = server_find_module(srv, n->name);
             if (!m)
@@ -511,7 +528,9 @@ static void load_settings(struct colibri_server *srv, struct config *cfg, struct
     while ((n = config_take(root, "site")))
         if ((r = load_site(srv, n, e, err, errlen)))
             note(e, n, err);
-    if (srv->tls_node && !tls_server_ready(srv->tls))
+    /* (also fixes the sites' places, for the OCSP staples' callbacks) */
+    bool tls_ready = srv->tls && tls_server_ready(srv->tls);
+    if (srv->tls_node && !tls_ready)
         note(e, srv->tls_node,
              (config_error(srv->tls_node, err, errlen,
                            "a TLS listener needs a certificate: tls_certificate and tls_key "
