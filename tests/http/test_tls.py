@@ -341,7 +341,7 @@ def test_websocket_over_tls_sees_bytes_the_transport_holds(make_server, certs, t
         first, second = b"a" * 14000, b"second message"
         t.sendall(ws_frame(1, first) + ws_frame(1, second))  # one write: one record (< 16 KiB)
         want = len(first) + 4 + len(second) + 2
-        t.settimeout(5)
+        t.settimeout(15)
         while len(buf) < want:
             d = t.recv(65536)
             assert d, "closed"
@@ -565,3 +565,44 @@ def test_ocsp_staple_in_the_handshake(make_server, tmp_path):
 def test_ocsp_staple_errors(tmp_path, certs, text, msg):
     r = check_config(tmp_path, text)
     assert r.returncode != 0 and msg in r.stderr.decode(), r.stderr
+
+
+def test_two_instances_with_one_ticket_key_file_resume_each_other(make_server, certs, tmp_path):
+    (tmp_path / "ticket.key").write_bytes(os.urandom(80))
+    a, b = free_port(), free_port()
+    make_server(site=tls_site(a), tls_ticket_key_file="ticket.key")
+    make_server(site=tls_site(b), tls_ticket_key_file="ticket.key")
+    sess = str(tmp_path / "sess.pem")
+    assert b"New, TLSv1.3" in s_client(a, "-tls1_3", "-sess_out", sess)
+    out = s_client(b, "-tls1_3", "-sess_in", sess)
+    assert b"Reused, TLSv1.3" in out and b"Hello, World!" in out
+    # without the shared file, each process has keys of its own
+    c = free_port()
+    make_server(site=tls_site(c))
+    out = s_client(c, "-tls1_3", "-sess_in", sess)
+    assert b"Reused," not in out and b"Hello, World!" in out
+
+
+def test_ticket_key_rotation(make_server, certs, tmp_path):
+    """tls_ticket_rotate = 2s: a ticket still resumes within one rotation
+    (the previous key decrypts), not after two."""
+    port = free_port()
+    make_server(site=tls_site(port), tls_ticket_rotate="2s")
+    sess = str(tmp_path / "sess.pem")
+    s_client(port, "-tls1_3", "-sess_out", sess)
+    time.sleep(2.5)
+    assert b"Reused, TLSv1.3" in s_client(port, "-tls1_3", "-sess_in", sess)
+    time.sleep(2.5)
+    out = s_client(port, "-tls1_3", "-sess_in", sess)
+    assert b"Reused," not in out and b"Hello, World!" in out
+
+
+@pytest.mark.parametrize("content,msg", [
+    (b"x" * 79, "must hold exactly 80 bytes (it has 79)"),
+    (b"x" * 81, "must hold exactly 80 bytes (it has more than 80)"),
+])
+def test_ticket_key_file_errors(tmp_path, certs, content, msg):
+    (tmp_path / "t.key").write_bytes(content)
+    r = check_config(tmp_path, "tls_ticket_key_file = t.key\n")
+    assert r.returncode != 0 and "bad.conf:1: tls_ticket_key_file: " in r.stderr.decode()
+    assert msg in r.stderr.decode(), r.stderr

@@ -48,6 +48,7 @@ struct tls_server {
     int default_site; /* -1: none yet */
     bool no_tickets;
     bool ktls;
+    struct tls_tickets *tickets;
 };
 
 bool tls_available(void)
@@ -83,6 +84,11 @@ struct tls_server *tls_server_new(unsigned protocols, const char *ciphers, char 
     }
     ts->protocols = protocols ? protocols : TLS_PROTO_V12 | TLS_PROTO_V13;
     ts->default_site = -1;
+    if (!(ts->tickets = tls_tickets_new(0, NULL))) {
+        err_set(err, errlen, -ENOMEM, NULL, "out of memory");
+        tls_server_free(ts);
+        return NULL;
+    }
     /* the cipher list checked once, here, on a context of its own */
     SSL_CTX *probe = SSL_CTX_new(TLS_server_method());
     if (!probe || !SSL_CTX_set_cipher_list(probe, ts->ciphers)) {
@@ -105,6 +111,18 @@ void tls_server_ktls(struct tls_server *ts, bool on)
     ts->ktls = on;
 }
 
+int tls_server_ticket_keys(struct tls_server *ts, unsigned rotate_s, const unsigned char *key80)
+{
+    if (ts->n_sites) /* their contexts hold the keys in use */
+        return -EBUSY;
+    struct tls_tickets *t = tls_tickets_new(rotate_s, key80);
+    if (!t)
+        return -ENOMEM;
+    tls_tickets_free(ts->tickets);
+    ts->tickets = t;
+    return 0;
+}
+
 void tls_server_free(struct tls_server *ts)
 {
     if (!ts)
@@ -118,6 +136,7 @@ void tls_server_free(struct tls_server *ts)
     }
     free(ts->sites);
     free(ts->ciphers);
+    tls_tickets_free(ts->tickets);
     free(ts);
 }
 
@@ -179,6 +198,8 @@ static SSL_CTX *site_ctx_new(struct tls_server *ts, char *err, size_t errlen)
     if (ts->no_tickets) {
         SSL_CTX_set_options(c, SSL_OP_NO_TICKET);
         SSL_CTX_set_num_tickets(c, 0);
+    } else {
+        tls_tickets_install(c, ts->tickets);
     }
     SSL_CTX_set1_groups_list(c, "X25519:P-256");
     SSL_CTX_set_cipher_list(c, ts->ciphers);
@@ -556,6 +577,12 @@ void tls_server_tickets(struct tls_server *ts, bool on)
 void tls_server_ktls(struct tls_server *ts, bool on)
 {
     (void)ts, (void)on;
+}
+
+int tls_server_ticket_keys(struct tls_server *ts, unsigned rotate_s, const unsigned char *key80)
+{
+    (void)ts, (void)rotate_s, (void)key80;
+    return -ENOTSUP;
 }
 
 int tls_server_add_staple(struct tls_server *ts, int site, const char *der, char *err,

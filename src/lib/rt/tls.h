@@ -52,6 +52,11 @@ int tls_server_add_site(struct tls_server *ts, const char *const *names, unsigne
  * has expired (still loaded: the caller warns). */
 int tls_server_add_pair(struct tls_server *ts, int site, const char *cert, const char *key,
                         bool *expired, char *err, size_t errlen);
+/* The keys of session tickets: key80 (80 bytes of a tls_ticket_key_file:
+ * name 16, HMAC 32, AES 32), or NULL for the process's own, rotated every
+ * rotate_s seconds (0: an hour), the previous one still decrypting.
+ * Before any site is added (-EBUSY after); -ENOMEM. */
+int tls_server_ticket_keys(struct tls_server *ts, unsigned rotate_s, const unsigned char *key80);
 /* A DER OCSP response stapled as is to the site's handshakes when the
  * client asks (status_request): 0, or -errno with err set (unreadable,
  * larger than 64 KiB, not an OCSP response). */
@@ -73,6 +78,12 @@ bool tls_server_ready(const struct tls_server *ts);
 void *tls_server_start_ctx(const struct tls_server *ts);
 
 /* --- the runtime's ----------------------------------------------------- */
+
+/* tls_ticket.c: ticket keys, and their callback on an SSL_CTX */
+struct tls_tickets;
+struct tls_tickets *tls_tickets_new(unsigned rotate_s, const unsigned char *file_key);
+void tls_tickets_free(struct tls_tickets *t);
+void tls_tickets_install(void *ssl_ctx, struct tls_tickets *t);
 
 /* The handshake, in the connection's coroutine: 0, -1 (the connection
  * closes), or TLS_NOT_TLS when the first byte cannot begin a TLS

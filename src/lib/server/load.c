@@ -222,11 +222,16 @@ static int load_tls_pair(struct colibri_server *srv, struct config_node *site,
         return config_error(n, err, errlen, "%s", why);
     if (sandbox_allow(srv, key, COLIBRI_PATH_READ, why, sizeof(why)))
         return config_error(k, err, errlen, "%s", why);
-    if (!srv->tls &&
-        !(srv->tls = tls_server_new(srv->tls_protocols, srv->tls_ciphers, why, sizeof(why))))
-        return config_error(n, err, errlen, "%s", why);
-    tls_server_tickets(srv->tls, !srv->tls_no_tickets);
-    tls_server_ktls(srv->tls, !srv->ktls_off && tls_ktls_probe(NULL));
+    if (!srv->tls) { /* the first certificate: the server-wide settings, once */
+        if (!(srv->tls = tls_server_new(srv->tls_protocols, srv->tls_ciphers, why, sizeof(why))))
+            return config_error(n, err, errlen, "%s", why);
+        tls_server_tickets(srv->tls, !srv->tls_no_tickets);
+        if ((srv->tls_ticket_rotate || srv->has_ticket_key) &&
+            tls_server_ticket_keys(srv->tls, srv->tls_ticket_rotate,
+                                   srv->has_ticket_key ? srv->tls_ticket_key : NULL) < 0)
+            return config_error(n, err, errlen, "out of memory");
+        tls_server_ktls(srv->tls, !srv->ktls_off && tls_ktls_probe(NULL));
+    }
     if (srv->tls_site_of != site) {
         /* the site's names, each a word of its section's value */
         char names[1024];
@@ -251,6 +256,30 @@ static int load_tls_pair(struct colibri_server *srv, struct config_node *site,
     if (expired)
         log_msg(LOG_WARN, "%s:%d: tls_certificate: %s has expired (loaded all the same)", n->file,
                 n->line, cert);
+    return 0;
+}
+
+/* "tls_ticket_key_file = FILE": exactly 80 bytes (name, HMAC key, AES
+ * key), read at every load, so a reload takes a new one. */
+static int load_ticket_key(struct colibri_server *srv, struct config_node *n, char *err,
+                           size_t errlen)
+{
+    char path[PATH_MAX], why[512];
+    if (config_path_of(n, path, sizeof(path)))
+        return config_error(n, err, errlen, "path too long");
+    if (sandbox_allow(srv, path, COLIBRI_PATH_READ, why, sizeof(why)))
+        return config_error(n, err, errlen, "%s", why);
+    FILE *f = fopen(path, "rbe");
+    if (!f)
+        return config_error(n, err, errlen, "%s: %s", path, strerror(errno));
+    unsigned char buf[81];
+    size_t len = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    if (len != 80)
+        return config_error(n, err, errlen, "%s: must hold exactly 80 bytes (it has %s%zu)", path,
+                            len > 80 ? "more than " : "", len > 80 ? (size_t)80 : len);
+    memcpy(srv->tls_ticket_key, buf, 80);
+    srv->has_ticket_key = true;
     return 0;
 }
 
@@ -508,6 +537,11 @@ static void load_settings(struct colibri_server *srv, struct config *cfg, struct
         else
             note(e, n, (config_error(n, err, errlen, "expected 'auto' or 'off'"), err));
     }
+    if ((n = config_take(root, "tls_ticket_rotate")) &&
+        seconds(n, &srv->tls_ticket_rotate, err, errlen))
+        note(e, n, err);
+    if ((n = config_take(root, "tls_ticket_key_file")) && load_ticket_key(srv, n, err, errlen))
+        note(e, n, err);
     if ((n = config_take(root, "tls_session_tickets"))) {
         bool on = true;
         if (config_bool(n, &on, err, errlen))

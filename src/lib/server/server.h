@@ -89,8 +89,11 @@ struct colibri_server {
      * the routes), the first "tls = true" line; while a site loads, its
      * section and its index in tls */
     unsigned tls_protocols;
-    bool tls_no_tickets; /* tls_session_tickets = false */
-    bool ktls_off;       /* ktls = off */
+    bool tls_no_tickets;              /* tls_session_tickets = false */
+    bool ktls_off;                    /* ktls = off */
+    uint32_t tls_ticket_rotate;       /* seconds; 0: the default */
+    unsigned char tls_ticket_key[80]; /* tls_ticket_key_file's bytes */
+    bool has_ticket_key;
     char *tls_ciphers;
     struct tls_server *tls;
     struct config_node *tls_node;
