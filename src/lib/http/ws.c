@@ -5,7 +5,8 @@
  * Reading uses the connection's input buffer (ctx->in) as the HTTP layer
  * does: a frame header is parsed in place, its payload copied into the
  * message buffer and unmasked there. Between messages the coroutine waits
- * with conn_wait_fd() on a dup() of its own socket, so the wait is not
+ * with conn_wait_fd(CONN_FD_SELF): its own socket, through its transport
+ * (bytes TLS holds end the wait at once), so the wait is not
  * timed like a stalled request (waiting is not stalling, rt/conn.h); a
  * frame begun and not finished is read with conn_read() under the request
  * timeout. */
