@@ -606,3 +606,29 @@ def test_ticket_key_file_errors(tmp_path, certs, content, msg):
     r = check_config(tmp_path, "tls_ticket_key_file = t.key\n")
     assert r.returncode != 0 and "bad.conf:1: tls_ticket_key_file: " in r.stderr.decode()
     assert msg in r.stderr.decode(), r.stderr
+
+
+def test_server_sent_events_over_tls(make_server, certs):
+    """A stream whose events are written across waits (conn_sleep between
+    them): each leaves through the TLS path as it is made."""
+    port = free_port()
+    make_server(site=tls_site(port).replace("    handler /echo echo\n",
+                                            "    handler /echo echo\n    handler /ticks sse_ticks\n"))
+    t0 = time.monotonic()
+    r = subprocess.run(["curl", "-skN", "https://127.0.0.1:%d/ticks?count=5&interval=100" % port],
+                       capture_output=True, timeout=30)
+    assert r.returncode == 0
+    events = [b for b in r.stdout.split(b"\n\n") if b.strip()]
+    assert len(events) == 5 and b"data: 5" in events[-1], r.stdout
+    assert time.monotonic() - t0 >= 0.4
+
+
+def test_upload_body_over_tls_with_expect_continue(make_server, certs, tmp_path):
+    port = free_port()
+    make_server(site=tls_site(port), max_request_body="8M")
+    body = os.urandom(3 * 1024 * 1024)
+    (tmp_path / "up.bin").write_bytes(body)
+    r = subprocess.run(["curl", "-sk", "-H", "Expect: 100-continue", "--data-binary", "@up.bin",
+                        "https://127.0.0.1:%d/echo" % port], capture_output=True, timeout=60,
+                       cwd=str(tmp_path))
+    assert r.returncode == 0 and body in r.stdout
