@@ -111,6 +111,13 @@ def test_bad_handshake_is_400(ws_server, change):
         assert r.header("Sec-WebSocket-Version") == "13"
 
 
+def test_two_keys_are_400(ws_server):
+    # which one would the Accept answer? Neither: no handshake (issue 17, item 9)
+    for second in ("dGhlIHNhbXBsZSBub25jZQ==", "AQIDBAUGBwgJCgsMDQ4PEA=="):
+        r = plain(ws_server, GOOD + [("Sec-WebSocket-Key", second)])
+        assert r.status == 400, second
+
+
 def test_bad_handshake_method_and_version(ws_server):
     with ws_server.conn() as c:
         c.send(request("HEAD", "/ws", headers=GOOD))

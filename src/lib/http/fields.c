@@ -34,6 +34,20 @@ bool http_header_find(struct view headers, const char *name, size_t name_len, st
     return false;
 }
 
+bool http_header_find_sole(struct view headers, const char *name, size_t name_len,
+                           struct view *value)
+{
+    if (!http_header_find(headers, name, name_len, value))
+        return false;
+    /* the value's line ends with CRLF, or the block does */
+    const char *next = memchr(value->p + value->len, '\n',
+                              (size_t)(headers.p + headers.len - value->p - value->len));
+    if (!next)
+        return true;
+    struct view rest = mkview(next + 1, headers.p + headers.len), again;
+    return !http_header_find(rest, name, name_len, &again);
+}
+
 bool http_media_type_is(struct view ctype, const char *type, size_t type_len)
 {
     const char *p = ctype.p, *end = ctype.p + ctype.len;

@@ -15,6 +15,11 @@
  * http_parse_head() accepted; the value has no leading/trailing whitespace. */
 bool http_header_find(struct view headers, const char *name, size_t name_len, struct view *value);
 
+/* As http_header_find(), but false also when the field occurs more than
+ * once (a field that must be single, such as Sec-WebSocket-Key). */
+bool http_header_find_sole(struct view headers, const char *name, size_t name_len,
+                           struct view *value);
+
 /* Whether a Content-Type value names the media type type (lower case,
  * type_len bytes): compared case-insensitively after leading whitespace,
  * and followed by its end, ';' or whitespace (its parameters). */

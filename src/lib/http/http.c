@@ -76,6 +76,19 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
     return h->fn(req, resp, route->data);
 }
 
+/* A body that waits for "100 Continue": unless the handler reads it, the
+ * client may send it or not, so the connection cannot go on after the
+ * answer. It is marked closing now, so that an answer the handler sends
+ * before returning says "Connection: close"; reading the body lifts it
+ * (request.c). */
+static inline void expect_continue(struct colibri_request *req)
+{
+    if (unlikely(req->head->flags & HTTP_F_EXPECT_CONTINUE) && !req->hc->closing) {
+        req->hc->closing = true;
+        req->expect_closing = true;
+    }
+}
+
 /* One request, head already parsed. Returns false when the connection
  * must close. */
 static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worker *hw,
@@ -106,9 +119,11 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
     if (head->flags & HTTP_F_CHUNKED) {
         req.body_kind = BODY_CHUNKED;
         hc->chunked = (struct http_chunked){0};
+        expect_continue(&req);
     } else if (head->content_length > 0) {
         req.body_kind = BODY_LENGTH;
         req.body_left = (uint64_t)head->content_length;
+        expect_continue(&req);
     }
 
     unsigned mark = coro_defer_mark(ctx->coro);

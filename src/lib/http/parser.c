@@ -390,10 +390,11 @@ static COLD int version_other(const char **pp, const char *end, struct http_head
     }
     if (p == end)
         return 1;
+    /* DIGIT "." DIGIT CRLF, then the major: "HTTP/01.1" is no version
+     * at all (400), "HTTP/2.0" one we do not speak (505) */
     if (!IS_DIGIT(*p))
         return -400;
-    if (*p != '1')
-        return -505; /* also the HTTP/2 preface, "PRI * HTTP/2.0" */
+    char major = *p;
     if (++p == end)
         return 1;
     if (*p != '.')
@@ -411,6 +412,8 @@ static COLD int version_other(const char **pp, const char *end, struct http_head
         return 1;
     if (*p != '\n')
         return -400;
+    if (major != '1')
+        return -505; /* also the HTTP/2 preface, "PRI * HTTP/2.0" */
     *pp = p + 1;
     return 0;
 }

@@ -135,6 +135,10 @@ int http_body_next(struct colibri_request *req, struct view *out)
     }
     if (req->body_kind == BODY_LENGTH && req->body_left > req->max_body)
         goto out_too_large;
+    if (req->expect_closing) { /* the body will be read: no need to close for it */
+        req->expect_closing = false;
+        hc->closing = false;
+    }
     send_continue(req);
     for (;;) {
         size_t avail = ctx->in_len - ctx->in_pos;

@@ -78,8 +78,13 @@ struct colibri_request {
     uint8_t body_kind;
     bool body_done;     /* the body has been read (and kept, or dropped) */
     bool continue_sent; /* "100 Continue" went out */
-    unsigned needs;     /* the handler's enum colibri_need */
-    struct view path;   /* decoded and normalised: the head's bytes, or the arena's */
+    /* Expect: 100-continue made the connection closing until the body is
+     * read (a handler that never reads it answers with Connection: close);
+     * cleared when reading starts (the closing lifted) or when a head
+     * announced the close (it stays) */
+    bool expect_closing;
+    unsigned needs;   /* the handler's enum colibri_need */
+    struct view path; /* decoded and normalised: the head's bytes, or the arena's */
     uint64_t body_left;
     uint64_t max_body;  /* the route's limit, or the server's */
     struct http_mp *mp; /* colibri_req_multipart_next()'s state, once called */

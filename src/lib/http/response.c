@@ -264,9 +264,10 @@ static __attribute__((noinline)) void write_head_any(struct colibri_request *req
     } else if (resp && resp->chunked) {
         p = PUT_LIT(p, "Transfer-Encoding: chunked\r\n");
     }
-    if (hc->closing)
+    if (hc->closing) {
         p = PUT_LIT(p, "Connection: close\r\n");
-    else if (req->head && req->head->version_minor == 0)
+        req->expect_closing = false; /* announced: it stays closing */
+    } else if (req->head && req->head->version_minor == 0)
         p = PUT_LIT(p, "Connection: keep-alive\r\n");
     head_tail(out, p, resp->lines, &hc->hdrs, body);
 }

@@ -130,9 +130,13 @@ int colibri_ws_upgrade(struct colibri_request *req, struct colibri_response *res
         colibri_resp_header(resp, "Sec-WebSocket-Version", "13");
         return 400;
     }
+    /* one key, of 16 bytes: two Key fields are no handshake */
     uint8_t raw[18];
-    if (!colibri_req_header(req, "Sec-WebSocket-Key", &key) || key.len != 24 ||
-        base64_decode(key.p, key.len, raw) != 16)
+    struct view kv;
+    if (!http_header_find_sole(req->head->headers, "Sec-WebSocket-Key", 17, &kv))
+        return 400;
+    key = (struct colibri_str){.p = kv.p, .len = kv.len};
+    if (key.len != 24 || base64_decode(key.p, key.len, raw) != 16)
         return 400;
 
     struct sha1 s;
