@@ -6,6 +6,7 @@ the 16 MiB limit, permessage-deflate, and many connections on one thread
 while HTTP stays responsive. The client is tests/http/wsclient.py (raw
 sockets, so it can break each rule on purpose)."""
 
+import os
 import socket
 import struct
 import threading
@@ -240,6 +241,37 @@ def test_invalid_utf8_fails_fast(ws_server):
     w = connect(ws_server)
     w.send_frame(TEXT, b"abc\xff", fin=False)
     w.expect_close(1007)
+
+
+def test_invalid_utf8_fails_at_the_first_bad_byte(ws_server):
+    """A text frame announcing 1 MiB whose first bytes are already invalid:
+    the close 1007 comes while the rest of the frame has not been sent
+    (it used to wait for the frame's last byte, issue 17 item 4)."""
+    w = connect(ws_server)
+    f = frame(TEXT, b"ok \xff" + b"a" * (1 << 20))
+    w.send(f[:14 + 8])  # the header (64-bit length, mask) and 8 bytes
+    w.expect_close(1007, timeout=3)
+
+
+def test_invalid_utf8_fails_at_once_in_a_later_fragment(ws_server):
+    w = connect(ws_server)
+    w.send_frame(TEXT, "κό".encode(), fin=False)
+    f = frame(CONT, b"\xce\xbc\xc0\xaf" + b"a" * (1 << 20))  # an overlong '/' after a valid char
+    w.send(f[:14 + 10])
+    w.expect_close(1007, timeout=3)
+
+
+def test_invalid_utf8_in_a_compressed_frame_fails_at_once(ws_server):
+    """The same for a compressed message: what is inflated so far is
+    checked as the compressed bytes arrive."""
+    w = connect(ws_server, extensions="permessage-deflate")
+    c = w.compressor
+    head = c.compress(b"fine so far \xed\xa0\x80") + c.flush(zlib.Z_SYNC_FLUSH)  # a surrogate
+    rest = c.compress(os.urandom(300000)) + c.flush(zlib.Z_SYNC_FLUSH)
+    f = frame(TEXT, head + rest[:-4], rsv=4)
+    hl = len(f) - len(head) - len(rest) + 4
+    w.send(f[: hl + len(head)])
+    w.expect_close(1007, timeout=3)
 
 
 def test_peer_vanishing_mid_message(ws_server):

@@ -42,7 +42,7 @@ struct colibri_ws {
     struct ws_utf8 utf8;
     struct strbuf msg;    /* the message being read */
     struct ws_deflate *z; /* permessage-deflate, when negotiated */
-    struct strbuf zin;    /* a compressed message being read */
+    uint64_t zin_len;     /* the compressed bytes of the message being read */
     struct strbuf zout;   /* a message compressed for sending */
     uint8_t ctl[WS_CONTROL_MAX + 1];
     bool close_sent;
@@ -79,7 +79,6 @@ static void ws_free(void *arg)
 {
     struct colibri_ws *ws = arg;
     strbuf_free(&ws->msg);
-    strbuf_free(&ws->zin);
     strbuf_free(&ws->zout);
     if (ws->z) {
         ws_deflate_free(ws->z);
@@ -322,11 +321,12 @@ static int io_end(struct colibri_ws *ws, int r)
     return end(ws, -ECONNRESET, WS_CLOSE_ABNORMAL);
 }
 
-/* len payload bytes, unmasked, appended to dst (len already checked). */
-static int read_payload(struct colibri_ws *ws, const struct ws_frame *f, struct strbuf *dst)
+/* A control frame's payload, unmasked, into ws->ctl (its length is at
+ * most WS_CONTROL_MAX, checked by the parser). */
+static int read_control(struct colibri_ws *ws, const struct ws_frame *f)
 {
     struct conn_ctx *ctx = ws->ctx;
-    uint64_t got = 0;
+    size_t got = 0;
     while (got < f->len) {
         size_t avail = ctx->in_len - ctx->in_pos;
         if (!avail) {
@@ -335,12 +335,53 @@ static int read_payload(struct colibri_ws *ws, const struct ws_frame *f, struct 
                 return r;
             continue;
         }
-        size_t n = (size_t)MIN((uint64_t)avail, f->len - got);
-        if (strbuf_append(dst, ctx->in + ctx->in_pos, n) < 0)
-            return -ENOMEM;
-        ws_unmask((uint8_t *)dst->buf + dst->len - n, n, f->mask, got);
+        size_t n = MIN(avail, (size_t)f->len - got);
+        memcpy(ws->ctl + got, ctx->in + ctx->in_pos, n);
+        ws_unmask(ws->ctl + got, n, f->mask, got);
         ctx->in_pos += n;
         got += n;
+    }
+    return 0;
+}
+
+/* A data frame's payload, taken as it arrives: unmasked, inflated when the
+ * message is compressed, appended to ws->msg; a text message's new bytes
+ * are checked at once, so that bad UTF-8 fails the frame at its first bad
+ * byte rather than at its last (RFC 6455 §8.1). While closing, payloads
+ * are only counted and dropped. 0, or the end of the WebSocket. */
+static int read_data(struct colibri_ws *ws, const struct ws_frame *f)
+{
+    struct conn_ctx *ctx = ws->ctx;
+    struct strbuf *msg = &ws->msg;
+    bool keep = !ws->close_sent, text = keep && ws->rx.opcode == WS_OP_TEXT;
+    bool inflate = keep && ws->rx.compressed;
+    uint64_t got = 0;
+    while (got < f->len) {
+        size_t avail = ctx->in_len - ctx->in_pos;
+        if (!avail) {
+            int r = more(ws, false);
+            if (r)
+                return io_end(ws, r);
+            continue;
+        }
+        size_t n = (size_t)MIN((uint64_t)avail, f->len - got);
+        uint8_t *p = (uint8_t *)ctx->in + ctx->in_pos;
+        size_t before = msg->len;
+        if (inflate) {
+            /* unmasked in place: the input buffer is done with these bytes */
+            ws_unmask(p, n, f->mask, got);
+            int r = ws_deflate_inflate_piece(ws->z, p, n, ws->max_message, msg);
+            if (r < 0)
+                return fail(ws, r == -ENOMEM ? WS_CLOSE_INTERNAL : (unsigned)-r);
+        } else if (keep) {
+            if (strbuf_append(msg, p, n) < 0)
+                return fail(ws, WS_CLOSE_INTERNAL);
+            ws_unmask((uint8_t *)msg->buf + before, n, f->mask, got);
+        }
+        ctx->in_pos += n;
+        got += n;
+        if (text && !ws_utf8_feed(&ws->utf8, (const uint8_t *)msg->buf + before, msg->len - before))
+            return fail(ws, WS_CLOSE_BAD_DATA);
     }
     return 0;
 }
@@ -373,7 +414,7 @@ int colibri_ws_read(struct colibri_ws *ws, struct colibri_ws_msg *msg)
     if (ws->done)
         return ws->done;
     strbuf_reset(&ws->msg);
-    strbuf_reset(&ws->zin);
+    ws->zin_len = 0;
     ws->utf8 = (struct ws_utf8){0};
     for (;;) {
         struct ws_frame f;
@@ -394,42 +435,38 @@ int colibri_ws_read(struct colibri_ws *ws, struct colibri_ws_msg *msg)
         ctx->in_pos += (size_t)h;
 
         if (f.opcode & 0x8) {
-            struct strbuf ctl = {.buf = (char *)ws->ctl, .cap = sizeof(ws->ctl) - 1};
-            if ((r = read_payload(ws, &f, &ctl)) < 0)
-                return r == -ENOMEM ? fail(ws, WS_CLOSE_INTERNAL) : io_end(ws, r);
+            if ((r = read_control(ws, &f)) < 0)
+                return io_end(ws, r);
             if ((r = control(ws, &f)) < 0)
                 return r;
             continue;
         }
-        /* a compressed message collects in zin, its compressed size
-         * under the limit too */
-        struct strbuf *dst = ws->rx.compressed ? &ws->zin : &ws->msg;
-        if (f.len > ws->max_message - dst->len)
+        /* a compressed message is held to the limit by its compressed
+         * size too (the inflated one is checked as it grows) */
+        uint64_t sofar = ws->rx.compressed ? ws->zin_len : ws->msg.len;
+        if (f.len > ws->max_message - sofar)
             return fail(ws, WS_CLOSE_TOO_BIG);
-        size_t before = dst->len;
-        if ((r = read_payload(ws, &f, dst)) < 0)
-            return r == -ENOMEM ? fail(ws, WS_CLOSE_INTERNAL) : io_end(ws, r);
+        if (ws->rx.compressed)
+            ws->zin_len += f.len;
+        if ((r = read_data(ws, &f)) < 0)
+            return r;
         conn_progress(ctx);   /* a frame came whole: the next gets its own timeout */
         if (ws->close_sent) { /* closing: messages are dropped */
             if (f.fin)
-                strbuf_reset(dst);
+                strbuf_reset(&ws->msg);
             continue;
         }
-        if (ws->rx.compressed) {
-            if (!f.fin)
-                continue;
-            if ((r = ws_deflate_inflate(ws->z, ws->zin.buf ? ws->zin.buf : "", ws->zin.len,
-                                        ws->max_message, &ws->msg)) < 0)
-                return fail(ws, r == -ENOMEM ? WS_CLOSE_INTERNAL : (unsigned)-r);
-            if (ws->zin.cap > SEND_FLUSH_AT)
-                strbuf_free(&ws->zin);
-            before = 0;
-        }
-        if (ws->rx.opcode == WS_OP_TEXT &&
-            !ws_utf8_feed(&ws->utf8, (const uint8_t *)ws->msg.buf + before, ws->msg.len - before))
-            return fail(ws, WS_CLOSE_BAD_DATA);
         if (!f.fin)
             continue;
+        if (ws->rx.compressed) {
+            size_t before = ws->msg.len;
+            if ((r = ws_deflate_inflate_end(ws->z, ws->max_message, &ws->msg)) < 0)
+                return fail(ws, r == -ENOMEM ? WS_CLOSE_INTERNAL : (unsigned)-r);
+            if (ws->rx.opcode == WS_OP_TEXT &&
+                !ws_utf8_feed(&ws->utf8, (const uint8_t *)ws->msg.buf + before,
+                              ws->msg.len - before))
+                return fail(ws, WS_CLOSE_BAD_DATA);
+        }
         if (ws->rx.opcode == WS_OP_TEXT && !ws_utf8_complete(&ws->utf8))
             return fail(ws, WS_CLOSE_BAD_DATA);
         msg->type = ws->rx.opcode == WS_OP_TEXT ? COLIBRI_WS_TEXT : COLIBRI_WS_BINARY;

@@ -166,8 +166,8 @@ static int inflate_some(struct ws_deflate *d, const void *p, size_t n, size_t ma
     }
 }
 
-int ws_deflate_inflate(struct ws_deflate *d, const void *p, size_t len, size_t max,
-                       struct strbuf *out)
+int ws_deflate_inflate_piece(struct ws_deflate *d, const void *p, size_t len, size_t max,
+                             struct strbuf *out)
 {
     if (!d->inf_ready) {
         if (inflateInit2(&d->inf, -15) != Z_OK)
@@ -176,12 +176,27 @@ int ws_deflate_inflate(struct ws_deflate *d, const void *p, size_t len, size_t m
     }
     if (len > UINT32_MAX)
         return -WS_CLOSE_TOO_BIG;
-    int r = inflate_some(d, p, len, max, out);
-    if (!r)
-        r = inflate_some(d, "\0\0\xff\xff", 4, max, out);
-    if (r || d->client_no_context_takeover)
+    if (out->len > max)
+        return -WS_CLOSE_TOO_BIG;
+    int r = len ? inflate_some(d, p, len, max, out) : 0;
+    if (r)
         inflateReset(&d->inf);
     return r;
+}
+
+int ws_deflate_inflate_end(struct ws_deflate *d, size_t max, struct strbuf *out)
+{
+    int r = ws_deflate_inflate_piece(d, "\0\0\xff\xff", 4, max, out);
+    if (!r && d->client_no_context_takeover)
+        inflateReset(&d->inf);
+    return r;
+}
+
+int ws_deflate_inflate(struct ws_deflate *d, const void *p, size_t len, size_t max,
+                       struct strbuf *out)
+{
+    int r = ws_deflate_inflate_piece(d, p, len, max, out);
+    return r ? r : ws_deflate_inflate_end(d, max, out);
 }
 
 void ws_deflate_free(struct ws_deflate *d)
