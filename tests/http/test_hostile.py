@@ -10,6 +10,7 @@ import pytest
 
 from rawhttp import recv_all
 from test_concurrency import raise_nofile
+from test_multipart import status_kb
 
 SLOW = 1000  # slowloris connections
 
@@ -122,3 +123,47 @@ def test_a_one_byte_a_second_reader_does_not_hold_the_worker(make_server):
             time.sleep(0.3)
     finally:
         c.close()
+
+
+def readable_all(socks, seconds):
+    """Waits until every socket has bytes to read (reads none); how many do."""
+    import select
+
+    pending = list(socks)
+    deadline = time.monotonic() + seconds
+    while pending and time.monotonic() < deadline:
+        r, _, _ = select.select(pending, [], [], max(0.0, deadline - time.monotonic()))
+        pending = [c for c in pending if c not in r]
+    return len(socks) - len(pending)
+
+
+def test_stalled_multi_range_answers_do_not_pin_memory(make_server):
+    """100 clients ask a 16 MiB file for `bytes=0-0,2-4194200` (a 4 MiB
+    multipart answer) and never read. The answers are streamed part by
+    part, so each costs what a stalled single range costs (issue 17, item
+    6: they were built whole, 3 MB of RSS became 430 MB; bench/RESULTS.md)."""
+    s = make_server(threads="2", request_timeout="30s")
+    (s.root / "16m.bin").write_bytes(os.urandom(16 << 20))
+    pid = s.proc.pid
+    with s.conn(timeout=10) as c:  # the entry is cached; one answer read whole
+        c.send(b"GET /16m.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=0-0,2-4194200\r\n\r\n")
+        r = c.read_response()
+        assert r.status == 206 and len(r.body) > 4194199
+    hwm = status_kb(pid, "VmHWM")
+    socks = []
+    try:
+        for _ in range(100):
+            c = socket.socket()
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            c.settimeout(10)
+            c.connect((s.host, s.port))
+            c.sendall(b"GET /16m.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=0-0,2-4194200\r\n\r\n")
+            socks.append(c)
+        assert readable_all(socks, 20) == 100, "not every answer began"
+        time.sleep(0.5)
+        grown = status_kb(pid, "VmHWM") - hwm
+        assert grown < 32 * 1024, "peak RSS grew by %d KiB for 100 stalled multi-range answers" % grown
+    finally:
+        for c in socks:
+            c.close()
+    assert hello_latency(s, 5)[-1] < 0.5

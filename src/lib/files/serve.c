@@ -73,51 +73,90 @@ static void add_expires(const struct files *f, struct colibri_response *resp)
     colibri_resp_header_lines(resp, line, sizeof(line));
 }
 
+/* A part's head: "\r\n--BOUNDARY\r\nContent-Type: T\r\nContent-Range: ...\r\n\r\n"
+ * into ctx->out (coro_abort() when out of memory, as for any head), or
+ * only its length when out is NULL. */
+static size_t part_head(struct strbuf *out, const struct fentry *e, const struct variant *v,
+                        const struct http_range *r)
+{
+    const char *b = e->f->boundary;
+    char cr[HTTP_CONTENT_RANGE_MAX];
+    size_t crl = http_content_range(cr, (int64_t)r->first, r->last, v->size);
+    size_t bl = strlen(b), tl = strlen(e->ctype);
+    size_t n = 4 + bl + 16 + tl + 2 + crl + 2;
+    if (!out)
+        return n;
+    if (strbuf_reserve(out, n) < 0)
+        return 0;
+    char *p = out->buf + out->len;
+    memcpy(p, "\r\n--", 4), p += 4;
+    memcpy(p, b, bl), p += bl;
+    memcpy(p, "\r\nContent-Type: ", 16), p += 16;
+    memcpy(p, e->ctype, tl), p += tl;
+    memcpy(p, "\r\n", 2), p += 2;
+    memcpy(p, cr, crl), p += crl; /* ends with its CRLF */
+    memcpy(p, "\r\n", 2);
+    out->len += n;
+    out->buf[out->len] = '\0';
+    return n;
+}
+
+/* Parts up to this size are copied behind their head (one write for many
+ * small parts); larger ones leave on their own (sendfile, or a writev from
+ * the cached bytes). */
+#define PART_COPY_MAX (16 * 1024)
+/* What collects in ctx->out before it is sent. */
+#define PARTS_FLUSH_AT (64 * 1024)
+
+/* A multipart/byteranges answer (RFC 9110 §14.6), sent part by part as
+ * the client takes it: the head with the length of the whole, then each
+ * part's head and bytes, then the closing delimiter. Nothing is built
+ * whole: a client that does not read holds ctx->out and a sendfile() in
+ * progress, as for a single range. The bytes are the entry's, which
+ * files_serve() holds until the handler returns. */
 static int multipart(struct colibri_response *resp, const struct fentry *e, const struct variant *v,
                      const struct http_range *r, unsigned n)
 {
     const struct files *f = e->f;
-    struct strbuf body = {0};
-    int status = 206;
-    /* reserved once, so none of the appends below can fail */
-    size_t total = 64 + strlen(f->boundary);
+    struct conn_ctx *ctx = resp->req->ctx;
+    struct strbuf *out = &ctx->out;
+    size_t bl = strlen(f->boundary);
+    uint64_t total = 4 + bl + 4; /* "\r\n--" BOUNDARY "--\r\n" */
     for (unsigned i = 0; i < n; i++)
-        total += 64 + strlen(f->boundary) + strlen(e->ctype) + HTTP_CONTENT_RANGE_MAX +
-                 (size_t)(r[i].last - r[i].first + 1);
-    if (strbuf_reserve(&body, total) < 0)
-        return 503;
-    for (unsigned i = 0; i < n; i++) {
-        char cr[HTTP_CONTENT_RANGE_MAX];
-        strbuf_append_str(&body, "\r\n--");
-        strbuf_append_str(&body, f->boundary);
-        strbuf_append_str(&body, "\r\nContent-Type: ");
-        strbuf_append_str(&body, e->ctype);
-        strbuf_append(&body, "\r\n", 2);
-        strbuf_append(&body, cr, http_content_range(cr, (int64_t)r[i].first, r[i].last, v->size));
-        strbuf_append(&body, "\r\n", 2);
-        size_t len = (size_t)(r[i].last - r[i].first + 1);
-        if (v->body) {
-            strbuf_append(&body, v->body->data + r[i].first, len);
-        } else {
-            if (pread_full(v->fd, body.buf + body.len, len, (off_t)r[i].first) < 0) {
-                status = 500;
-                goto out_free;
-            }
-            body.len += len;
-            body.buf[body.len] = '\0';
-        }
-    }
-    strbuf_append_str(&body, "\r\n--");
-    strbuf_append_str(&body, f->boundary);
-    strbuf_append_str(&body, "--\r\n");
-    colibri_resp_set_type(resp, f->multipart);
+        total += part_head(NULL, e, v, &r[i]) + (r[i].last - r[i].first + 1);
     colibri_resp_header_lines(resp, e->hdrs + v->hdr_off, v->hdr_len);
     add_expires(f, resp);
-    if (colibri_resp_append(resp, body.buf, body.len) < 0)
-        status = 503;
-out_free:
-    strbuf_free(&body);
-    return status;
+    if (!http_answer_head(resp, 206, f->multipart, total))
+        return 206;
+    for (unsigned i = 0; i < n; i++) {
+        if (!part_head(out, e, v, &r[i]))
+            coro_abort(ctx->coro);
+        size_t len = (size_t)(r[i].last - r[i].first + 1);
+        if (len <= PART_COPY_MAX) {
+            if (strbuf_reserve(out, len) < 0)
+                coro_abort(ctx->coro);
+            if (v->body)
+                memcpy(out->buf + out->len, v->body->data + r[i].first, len);
+            else if (pread_full(v->fd, out->buf + out->len, len, (off_t)r[i].first) < 0)
+                coro_abort(ctx->coro); /* the file changed under us: the length is promised */
+            out->len += len;
+            out->buf[out->len] = '\0';
+            if (out->len >= PARTS_FLUSH_AT)
+                conn_flush(ctx);
+        } else if (v->body) {
+            conn_flush_with(ctx, v->body->data + r[i].first, len);
+        } else {
+            conn_write_more(ctx, out->buf, out->len);
+            strbuf_reset(out);
+            conn_sendfile(ctx, v->fd, (off_t)r[i].first, len);
+        }
+    }
+    if (strbuf_reserve(out, 4 + bl + 4) < 0)
+        coro_abort(ctx->coro);
+    strbuf_append(out, "\r\n--", 4);
+    strbuf_append(out, f->boundary, bl);
+    strbuf_append(out, "--\r\n", 4);
+    return 206;
 }
 
 static int send_variant(struct colibri_response *resp, const struct fentry *e,

@@ -153,6 +153,11 @@ bool http_proxy_step(struct conn_ctx *ctx);
 
 /* The answer to a handler's return (body, or the error page), into ctx->out. */
 void http_write_response(struct colibri_request *req, struct colibri_response *resp, int status);
+/* The head of an answer of len body bytes that the caller sends itself
+ * after it, with the conn_* writes (serve_files' multi-range answers):
+ * into ctx->out, the response then counts as sent. false when there is no
+ * body to send (HEAD, len 0) or an answer went out already. */
+bool http_answer_head(struct colibri_response *resp, int status, const char *mime, uint64_t len);
 /* Starts a streamed answer (chunked, or close-delimited for HTTP/1.0). */
 void http_start_stream(struct colibri_response *resp);
 /* An error before or instead of a request: the answer, and the connection closes. */

@@ -496,6 +496,13 @@ answer_head(struct colibri_response *resp, int status, const char *mime, size_t 
     return true;
 }
 
+bool http_answer_head(struct colibri_response *resp, int status, const char *mime, uint64_t len)
+{
+    if (resp->streaming || resp->sent)
+        return false;
+    return answer_head(resp, status, mime, (size_t)len);
+}
+
 int colibri_resp_sendfile(struct colibri_response *resp, int status, const char *mime, int fd,
                           off_t offset, size_t len)
 {
