@@ -395,12 +395,16 @@ bool colibri_req_last_event_id(const struct colibri_request *req, struct colibri
  *     }
  *
  * Reads and sends suspend the coroutine, never the worker. Between
- * messages a connection waits without a timeout (the request timeout runs
- * only while a frame is half received or a send is stuck); a graceful stop
- * ends the wait (colibri_ws_read returns -ECANCELED after sending close
- * 1001). Pings are answered during colibri_ws_read(), pongs ignored. Any
- * protocol violation closes the connection with its code (1002; 1007 for
- * text that is not UTF-8; 1009 for a message above max_message). */
+ * messages a connection waits without a timeout unless the config sets
+ * ws_idle_timeout (then a silent peer is pinged, and closed with 1001 when
+ * still silent: -ETIMEDOUT); the request timeout runs only while a frame
+ * is half received or a send is stuck; a graceful stop ends the wait
+ * (colibri_ws_read returns -ECANCELED after sending close 1001). Pings are
+ * answered during colibri_ws_read(), pongs ignored. Any protocol violation
+ * closes the connection with its code (1002; 1007 for text that is not
+ * UTF-8, at its first bad byte; 1009 for a message above max_message;
+ * 1013 for a large message while the worker's WebSockets hold
+ * ws_memory_max). */
 struct colibri_ws;
 
 struct colibri_ws_options {
@@ -432,7 +436,9 @@ int colibri_ws_upgrade(struct colibri_request *req, struct colibri_response *res
  * when the WebSocket is over and the handler should return: -EPIPE (a
  * close handshake, or a violation this side closed for: see
  * colibri_ws_close_code), -ECONNRESET (the peer left without a close
- * frame), -ECANCELED (the server is stopping: close 1001 was sent). */
+ * frame), -ECANCELED (the server is stopping: close 1001 was sent),
+ * -ETIMEDOUT (silent through ws_idle_timeout and a ping: close 1001 was
+ * sent). */
 int colibri_ws_read(struct colibri_ws *ws, struct colibri_ws_msg *msg);
 /* Sends one message (a text must be UTF-8: it is not checked). 0, -EINVAL
  * for a bad type, -EPIPE once closed. The bytes are buffered and leave at

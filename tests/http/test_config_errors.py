@@ -72,6 +72,21 @@ def test_bad_duration_values(tmp_path, value):
     check(p, conf, 4, "request_timeout")
 
 
+@pytest.mark.parametrize(
+    "line,words",
+    [
+        ("ws_idle_timeout = 500ms", ["'off' or between 1s and a day"]),
+        ("ws_idle_timeout = 2d", ["'off' or between 1s and a day"]),
+        ("ws_idle_timeout = soon", ["bad duration"]),
+        ("ws_memory_max = 1k", ["must be between 65536"]),
+        ("ws_memory_max = plenty", ["bad size"]),
+    ],
+)
+def test_bad_websocket_limits(tmp_path, line, words):
+    conf, p = run_config(tmp_path, listener() + "threads = 1\n" + line + "\n" + good_site(tmp_path))
+    check(p, conf, 3, line.split()[0], words)
+
+
 def test_bad_size(tmp_path):
     conf, p = run_config(tmp_path, listener() + "max_request_body = lots\n" + good_site(tmp_path))
     check(p, conf, 2, "max_request_body")

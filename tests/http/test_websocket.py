@@ -293,6 +293,79 @@ def test_idle_websocket_outlives_request_timeout(make_server):
     w.close()
 
 
+def test_no_ping_without_an_idle_timeout(ws_server):
+    # ws_idle_timeout is off by default: a silent client is left alone
+    w = connect(ws_server)
+    with pytest.raises(TimeoutError):
+        w.recv_frame(timeout=1.5)
+    w.send_message(TEXT, b"still here")
+    assert w.recv_message() == (TEXT, b"still here")
+    w.close()
+
+
+def test_idle_timeout_pings_then_closes_a_silent_peer(make_server):
+    """ws_idle_timeout = 1s: a WebSocket silent for a second gets a ping;
+    silent a second more, close 1001 (issue 17, item 5)."""
+    server = make_server(site=SITE, threads="1", ws_idle_timeout="1s")
+    w = connect(server)
+    t0 = time.monotonic()
+    assert w.recv_frame(timeout=3) == (True, 0, PING, b"")
+    assert 0.9 <= time.monotonic() - t0 < 2.5
+    w.expect_close(1001, timeout=3)
+    assert 1.9 <= time.monotonic() - t0 < 5
+
+
+def test_idle_timeout_keeps_a_peer_that_answers(make_server):
+    server = make_server(site=SITE, threads="1", ws_idle_timeout="1s")
+    w = connect(server)
+    pings = 0
+    end = time.monotonic() + 3.5
+    while time.monotonic() < end:
+        try:
+            fin, rsv, op, p = w.recv_frame(timeout=max(0.05, end - time.monotonic()))
+        except TimeoutError:
+            break
+        assert op == PING, op
+        pings += 1
+        w.send_frame(PONG, p)
+    assert pings >= 2
+    # traffic counts as life too: messages every half second, no ping
+    for i in range(5):
+        w.send_message(TEXT, b"m%d" % i)
+        assert w.recv_message() == (TEXT, b"m%d" % i)
+        time.sleep(0.5)
+    w.send_message(TEXT, b"alive")
+    assert w.recv_message() == (TEXT, b"alive")
+    w.close()
+
+
+def test_memory_max_refuses_new_large_messages_with_1013(make_server):
+    """ws_memory_max bounds what a worker's WebSockets hold in messages
+    being read: a new large message beyond it is closed with 1013 (try
+    again later); small ones go on; once the memory is free, large ones
+    pass again (issue 17, item 5)."""
+    server = make_server(site=SITE, threads="1", ws_memory_max="1536k")
+    a = connect(server)
+    big = os.urandom(1000 * 1000)
+    fa = frame(BINARY, big)
+    a.send(fa[: 14 + 600 * 1000])  # 600 KB of it: a buffer of about 1 MiB held
+    time.sleep(0.5)
+    b = connect(server)
+    b.send_frame(BINARY, os.urandom(700 * 1000))
+    b.expect_close(1013)
+    c = connect(server)
+    c.send_message(TEXT, b"x" * 10000)  # a small message: under the kept 16 KiB
+    assert c.recv_message() == (TEXT, b"x" * 10000)
+    a.send(fa[14 + 600 * 1000 :])
+    assert a.recv_message(timeout=10) == (BINARY, big)
+    d = connect(server)
+    m = os.urandom(700 * 1000)
+    d.send_frame(BINARY, m)
+    assert d.recv_message(timeout=10) == (BINARY, m)
+    for w in (a, c, d):
+        w.close()
+
+
 def test_stop_closes_with_1001(make_server):
     server = make_server(site=SITE, threads="1")
     w = connect(server)

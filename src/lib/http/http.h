@@ -48,7 +48,9 @@ struct http_config {
      * begin with a PROXY header (http/proxy.h). NULL: none do. */
     const bool *proxy_protocol;
     unsigned n_proxy_protocol;
-    int access_log_fd; /* O_APPEND, or -1: no access log */
+    int access_log_fd;           /* O_APPEND, or -1: no access log */
+    size_t ws_memory_max;        /* WebSocket messages being read, per worker: beyond, 1013 */
+    uint32_t ws_idle_timeout_ms; /* a silent WebSocket is pinged, then closed; 0: never */
 };
 
 /* The methods a handler is called for: its own (GET when it names none)

@@ -44,6 +44,7 @@ struct http_worker {
     time_t log_time;    /* the second log_date shows */
     char log_date[40];  /* "22/Nov/2026:13:40:00 +0000" */
     size_t log_date_len;
+    size_t ws_memory;          /* what this worker's WebSocket message buffers hold (ws.c) */
     struct conn_peer log_peer; /* the last client logged, and its address as text */
     char log_peer_str[48];
     size_t log_peer_len;

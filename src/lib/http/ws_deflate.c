@@ -138,8 +138,9 @@ static int inflate_some(struct ws_deflate *d, const void *p, size_t n, size_t ma
     for (;;) {
         size_t room = max - out->len + 1; /* one more byte tells "too big" */
         size_t step = MIN((size_t)ZSTEP, room);
-        if (strbuf_reserve(out, step) < 0)
-            return -ENOMEM;
+        int g = d->reserve ? d->reserve(out, step, d->reserve_arg) : strbuf_reserve(out, step);
+        if (g < 0)
+            return g;
         d->inf.next_out = (Bytef *)out->buf + out->len;
         d->inf.avail_out = (uInt)step;
         int r = inflate(&d->inf, Z_SYNC_FLUSH);

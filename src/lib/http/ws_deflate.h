@@ -16,6 +16,11 @@ struct ws_deflate {
     int server_bits;                 /* the compressor's window, 9..15 */
     bool def_ready, inf_ready;       /* the zlib streams, made on first use */
     z_stream def, inf;
+    /* makes room for n more bytes in the output of inflating: 0, or a
+     * negative result that ws_deflate_inflate_piece() passes on. NULL:
+     * strbuf_reserve() (ws.c counts its messages' memory with it) */
+    int (*reserve)(struct strbuf *out, size_t n, void *arg);
+    void *reserve_arg;
 };
 
 /* The longest answer ws_deflate_negotiate() writes. */
@@ -37,7 +42,8 @@ int ws_deflate_compress(struct ws_deflate *d, const void *p, size_t len, struct 
 
 /* A piece of a compressed message, as it arrives, decompressed and
  * appended to out, which holds at most max bytes. 0, -1009 when out would
- * be larger, -1007 for data that is not deflate, -ENOMEM. Pieces of one
+ * be larger, -1007 for data that is not deflate, -ENOMEM, or what
+ * d->reserve returned. Pieces of one
  * message in order, then ws_deflate_inflate_end(); after an error the
  * stream is reset (the WebSocket fails anyway). */
 int ws_deflate_inflate_piece(struct ws_deflate *d, const void *p, size_t len, size_t max,

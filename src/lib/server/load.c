@@ -50,6 +50,21 @@ static int seconds(const struct config_node *n, uint32_t *out, char *err, size_t
     return 0;
 }
 
+/* A timeout that may be off: "off" or 0, else between 1s and a day. */
+static int idle_ms(const struct config_node *n, uint32_t *out, char *err, size_t errlen)
+{
+    uint64_t ms = 0;
+    if (strcmp(n->value, "off") != 0) {
+        int r = config_duration_ms(n, &ms, err, errlen);
+        if (r)
+            return r;
+        if (ms && (ms < 1000 || ms > 86400ull * 1000))
+            return config_error(n, err, errlen, "must be 'off' or between 1s and a day");
+    }
+    *out = (uint32_t)ms;
+    return 0;
+}
+
 static int size_in(const struct config_node *n, uint64_t min, uint64_t max, size_t *out, char *err,
                    size_t errlen)
 {
@@ -322,6 +337,12 @@ static void load_settings(struct colibri_server *srv, struct config *cfg, struct
         note(e, n, err);
     if ((n = config_take(root, "multipart_memory_max")) &&
         (r = size_in(n, 0, 1 << 30, &h->multipart_memory_max, err, errlen)))
+        note(e, n, err);
+    if ((n = config_take(root, "ws_memory_max")) &&
+        (r = size_in(n, 64 << 10, SIZE_MAX / 4, &h->ws_memory_max, err, errlen)))
+        note(e, n, err);
+    if ((n = config_take(root, "ws_idle_timeout")) &&
+        (r = idle_ms(n, &h->ws_idle_timeout_ms, err, errlen)))
         note(e, n, err);
     if ((n = config_take(root, "temp_dir"))) {
         char why[512];

@@ -54,6 +54,7 @@ struct colibri_server *colibri_server_new(void)
         .max_body = 1 << 20,
         .multipart_memory_max = 64 << 10,
         .access_log_fd = -1,
+        .ws_memory_max = (size_t)256 << 20,
     };
     const char *tmp = getenv("TMPDIR");
     snprintf(srv->http.temp_dir, sizeof(srv->http.temp_dir), "%s",
