@@ -173,7 +173,8 @@ def test_compressed_websocket_messages_do_not_pin_memory(make_server):
     """20 WebSockets with permessage-deflate each send one 15 MiB message of
     zeros (15 KB on the wire), read its echo and stay open. The message
     buffer is freed when the next read begins, so what stays is each
-    connection's zlib streams (issue 17, item 5: the largest buffer was
+    connection's zlib streams, and the peak is the messages being read at
+    a time (issue 17, item 5: the largest buffer was
     kept, 100 such connections pinned 1.5 GB; bench/RESULTS.md)."""
     import struct
     import zlib
@@ -185,7 +186,7 @@ def test_compressed_websocket_messages_do_not_pin_memory(make_server):
     pid = s.proc.pid
     c = zlib.compressobj(6, zlib.DEFLATED, -15)
     data = c.compress(b"\0" * (15 << 20)) + c.flush(zlib.Z_SYNC_FLUSH)
-    rss = status_kb(pid, "VmRSS")
+    rss, hwm = status_kb(pid, "VmRSS"), status_kb(pid, "VmHWM")
     conns = []
     try:
         for _ in range(n):
@@ -199,6 +200,9 @@ def test_compressed_websocket_messages_do_not_pin_memory(make_server):
         time.sleep(0.5)
         grown = status_kb(pid, "VmRSS") - rss
         assert grown < 48 * 1024, "RSS grew by %d KiB for %d idle WebSockets" % (grown, n)
+        # the peak: the messages being inflated at a time, one per worker
+        peak = status_kb(pid, "VmHWM") - hwm
+        assert peak < 128 * 1024, "peak RSS grew by %d KiB for %d WebSockets" % (peak, n)
     finally:
         for w in conns:
             w.close()

@@ -15,7 +15,7 @@ import zlib
 
 import pytest
 
-from rawhttp import request
+from rawhttp import TIME_SCALE, request
 from test_modules import greet_so  # noqa: F401 (the session fixture)
 from wsclient import BINARY, CLOSE, CONT, PING, PONG, TEXT, WS, accept_for, close_payload, frame
 
@@ -309,10 +309,10 @@ def test_idle_timeout_pings_then_closes_a_silent_peer(make_server):
     server = make_server(site=SITE, threads="1", ws_idle_timeout="1s")
     w = connect(server)
     t0 = time.monotonic()
-    assert w.recv_frame(timeout=3) == (True, 0, PING, b"")
-    assert 0.9 <= time.monotonic() - t0 < 2.5
-    w.expect_close(1001, timeout=3)
-    assert 1.9 <= time.monotonic() - t0 < 5
+    assert w.recv_frame(timeout=3 * TIME_SCALE) == (True, 0, PING, b"")
+    assert 0.9 <= time.monotonic() - t0 < 2.5 * TIME_SCALE
+    w.expect_close(1001, timeout=3 * TIME_SCALE)
+    assert 1.9 <= time.monotonic() - t0 < 5 * TIME_SCALE
 
 
 def test_idle_timeout_keeps_a_peer_that_answers(make_server):
@@ -349,7 +349,7 @@ def test_memory_max_refuses_new_large_messages_with_1013(make_server):
     big = os.urandom(1000 * 1000)
     fa = frame(BINARY, big)
     a.send(fa[: 14 + 600 * 1000])  # 600 KB of it: a buffer of about 1 MiB held
-    time.sleep(0.5)
+    time.sleep(0.5 * TIME_SCALE)
     b = connect(server)
     b.send_frame(BINARY, os.urandom(700 * 1000))
     b.expect_close(1013)
