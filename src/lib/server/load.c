@@ -339,7 +339,7 @@ static void load_settings(struct colibri_server *srv, struct config *cfg, struct
         (r = size_in(n, 0, 1 << 30, &h->multipart_memory_max, err, errlen)))
         note(e, n, err);
     if ((n = config_take(root, "ws_memory_max")) &&
-        (r = size_in(n, 64 << 10, SIZE_MAX / 4, &h->ws_memory_max, err, errlen)))
+        (r = size_in(n, 64 << 10, (uint64_t)1 << 40, &h->ws_memory_max, err, errlen)))
         note(e, n, err);
     if ((n = config_take(root, "ws_idle_timeout")) &&
         (r = idle_ms(n, &h->ws_idle_timeout_ms, err, errlen)))
