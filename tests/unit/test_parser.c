@@ -913,6 +913,39 @@ TEST(chunked_partial_and_done)
     CHECK(st.remaining == UINT64_MAX - 2);
 }
 
+/* A chunk whose size takes the body above st.limit is refused when its
+ * size line is read, before any of its data came (issue 17, item 8). */
+TEST(chunked_size_above_the_body_limit)
+{
+    struct http_chunked st = {.limit = 1 << 20};
+    char buf[64];
+    size_t payload;
+    /* 2 MiB announced to a 1 MiB body: no data needed to say so */
+    memcpy(buf, "200000\r\n", 8);
+    CHECK_EQ_INT(http_chunked_decode(&st, buf, 8, &payload), -413);
+    /* even before the size line ends (an extension follows) */
+    st = (struct http_chunked){.limit = 1 << 20};
+    memcpy(buf, "FFFFFFFFFFFFFFF;", 16);
+    CHECK_EQ_INT(http_chunked_decode(&st, buf, 16, &payload), -413);
+    /* too many digits stays a 400: not a size at all */
+    st = (struct http_chunked){.limit = 1 << 20};
+    memcpy(buf, "1FFFFFFFFFFFFFFFF\r\n", 19);
+    CHECK_EQ_INT(http_chunked_decode(&st, buf, 19, &payload), -400);
+    /* received + announced: 8 + 11 of 20 fit, 2 more do not */
+    st = (struct http_chunked){.limit = 20};
+    memcpy(buf, "8\r\n12345678\r\nB\r\n", 16);
+    CHECK_EQ_INT(http_chunked_decode(&st, buf, 16, &payload), 16);
+    CHECK(st.announced == 19);
+    memcpy(buf, "abcdefghijk\r\n2\r\n", 16);
+    CHECK_EQ_INT(http_chunked_decode(&st, buf, 16, &payload), -413);
+    /* exactly the limit passes */
+    st = (struct http_chunked){.limit = 5};
+    memcpy(buf, "5\r\nhello\r\n0\r\n\r\n", 15);
+    CHECK_EQ_INT(http_chunked_decode(&st, buf, 15, &payload), 15);
+    CHECK(st.done);
+    CHECK_EQ_INT(payload, 5);
+}
+
 TEST(chunked_limits)
 {
     /* an extension of exactly HTTP_CHUNKED_MAX_EXT bytes passes, one more fails */
@@ -1354,6 +1387,7 @@ int main(void)
     RUN(chunked_valid);
     RUN(chunked_partial_and_done);
     RUN(chunked_limits);
+    RUN(chunked_size_above_the_body_limit);
     RUN(chunked_malformed);
     RUN(query_find);
     RUN(media_type_is);

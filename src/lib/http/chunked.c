@@ -61,6 +61,11 @@ ssize_t http_chunked_decode(struct http_chunked *st, char *buf, size_t len, size
                 st->remaining = st->remaining << 4 | (uint64_t)hex_val(c);
                 break;
             }
+            /* the size is whole: refused now if the body could not hold it,
+             * rather than after waiting for its data */
+            if (st->limit && st->remaining > st->limit - st->announced)
+                return -413;
+            st->announced += st->remaining;
             if (c == '\r') {
                 st->state = CH_SIZE_LF;
                 break;

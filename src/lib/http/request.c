@@ -146,7 +146,10 @@ int http_body_next(struct colibri_request *req, struct view *out)
             req->body_left -= got;
             req->body_done = !req->body_left;
         } else {
+            hc->chunked.limit = req->max_body; /* the route's, known only now */
             ssize_t used = http_chunked_decode(&hc->chunked, p, avail, &got);
+            if (used == -413)
+                goto out_too_large;
             if (used < 0)
                 goto out_bad;
             ctx->in_pos += (size_t)used;
