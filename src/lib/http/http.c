@@ -62,13 +62,16 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
     }
     resp->head_only = head->method == COLIBRI_HEAD;
     req->needs = h->needs;
-    if (route->max_body)
-        req->max_body = route->max_body;
-    /* a body announced too large is refused before anybody reads it */
-    if (req->body_kind == BODY_LENGTH && req->body_left > req->max_body &&
-        (h->needs & (COLIBRI_NEED_BODY | COLIBRI_NEED_BODY_STREAM))) {
-        hc->closing = hc->lingering = true;
-        return 413;
+    if (unlikely(req->body_kind != BODY_NONE)) {
+        if (route->max_body)
+            req->max_body = route->max_body;
+        req->body_timeout_s = route->body_timeout_s;
+        /* a body announced too large is refused before anybody reads it */
+        if (req->body_kind == BODY_LENGTH && req->body_left > req->max_body &&
+            (h->needs & (COLIBRI_NEED_BODY | COLIBRI_NEED_BODY_STREAM))) {
+            hc->closing = hc->lingering = true;
+            return 413;
+        }
     }
     /* a handler that reads the body gets it whole, or never runs */
     if ((h->needs & COLIBRI_NEED_BODY) && (r = http_body_pump(req, true)))

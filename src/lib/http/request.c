@@ -4,9 +4,12 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "base/log.h"
 #include "rt/worker.h"
 
 /* --- paths ------------------------------------------------------------------ */
@@ -107,6 +110,63 @@ static void send_continue(struct colibri_request *req)
     }
 }
 
+static void close_fd(void *fd)
+{
+    close((int)(intptr_t)fd);
+}
+
+/* Before a body read waits: 0 when it may, or 408 when the body is late
+ * (body_timeout since its first read) or too slow (under body_min_rate on
+ * average once body_rate_grace passed). A wait that would outlast the
+ * body's deadline waits only until then, not request_timeout. */
+static int body_pace(struct colibri_request *req)
+{
+    struct conn_ctx *ctx = req->ctx;
+    const struct http_config *cfg = req->cfg;
+    uint64_t now = conn_now_ms(ctx);
+    uint64_t t0 = req->body_t0_ms;
+    uint64_t deadline =
+        t0 + (uint64_t)(req->body_timeout_s ? req->body_timeout_s : cfg->body_timeout_s) * 1000;
+    bool slow = false;
+    if (cfg->body_min_rate) {
+        /* the time by which body_got bytes are due at the minimum rate */
+        uint64_t due = t0 + MAX((uint64_t)cfg->body_rate_grace_s * 1000,
+                                req->body_got * 1000 / cfg->body_min_rate);
+        if (due < deadline) {
+            deadline = due;
+            slow = true;
+        }
+    }
+    if (now < deadline) {
+        uint64_t left = deadline - now;
+        if (left >= (uint64_t)cfg->request_timeout_s * 1000)
+            return 0; /* the request timeout comes first: an ordinary read */
+        /* the socket's readiness, or the deadline, waited for on a dup()
+         * of it (the socket itself may join the worker's epoll meanwhile);
+         * a stop (-ECANCELED) or an fd that cannot be watched leaves it to
+         * the ordinary read */
+        unsigned mark = coro_defer_mark(ctx->coro);
+        int d = fcntl(ctx->fd, F_DUPFD_CLOEXEC, 0);
+        if (d < 0)
+            return 0;
+        /* closed by a defer: a hangup unwinds the wait, which never returns */
+        if (coro_defer(ctx->coro, close_fd, (void *)(intptr_t)d) < 0) {
+            close(d);
+            return 0;
+        }
+        int r = conn_wait_fd(ctx, d, CONN_WAIT_READ, (int)left);
+        coro_defer_run_to(ctx->coro, mark);
+        if (r != -ETIMEDOUT)
+            return 0;
+        now = conn_now_ms(ctx);
+    }
+    LOG_LIMITED(LOG_INFO, "408: request body %s: %llu bytes in %llu ms",
+                slow ? "under body_min_rate" : "not whole within body_timeout",
+                (unsigned long long)req->body_got, (unsigned long long)(now - t0));
+    req->hc->closing = req->hc->lingering = true;
+    return 408;
+}
+
 int http_body_pump(struct colibri_request *req, bool keep)
 {
     /* the pieces http_body_next() hands out, kept or dropped */
@@ -136,6 +196,8 @@ int http_body_next(struct colibri_request *req, struct view *out)
     if (req->body_kind == BODY_LENGTH && req->body_left > req->max_body)
         goto out_too_large;
     send_continue(req);
+    if (!req->body_t0_ms)
+        req->body_t0_ms = conn_now_ms(ctx) | 1; /* never 0 */
     for (;;) {
         size_t avail = ctx->in_len - ctx->in_pos;
         char *p = ctx->in + ctx->in_pos;
@@ -158,6 +220,7 @@ int http_body_next(struct colibri_request *req, struct view *out)
                 goto out_too_large;
             req->body_done = hc->chunked.done;
         }
+        req->body_got += got;
         if (got || req->body_done) {
             *out = (struct view){.p = p, .len = got};
             return 0;
@@ -167,6 +230,9 @@ int http_body_next(struct colibri_request *req, struct view *out)
         conn_compact(ctx);
         if (ctx->in_len == ctx->in_cap)
             goto out_bad;
+        int r = body_pace(req);
+        if (r)
+            return r;
         if (conn_read(ctx, false) == 0)
             goto out_bad;
         conn_progress(ctx);

@@ -81,7 +81,11 @@ struct colibri_request {
     unsigned needs;     /* the handler's enum colibri_need */
     struct view path;   /* decoded and normalised: the head's bytes, or the arena's */
     uint64_t body_left;
-    uint64_t max_body;  /* the route's limit, or the server's */
+    uint64_t max_body; /* the route's limit, or the server's */
+    /* the body's pace: when its first read began (0: not yet), the bytes
+     * read since, and the route's body_timeout (0: the server's) */
+    uint64_t body_t0_ms, body_got;
+    uint32_t body_timeout_s;
     struct http_mp *mp; /* colibri_req_multipart_next()'s state, once called */
 };
 
