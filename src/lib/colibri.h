@@ -246,6 +246,13 @@ bool colibri_req_cookie(const struct colibri_request *req, const char *name,
  * with COLIBRI_NEED_BODY. Returns 0, or the HTTP status to give up with
  * (413 too large, 400 malformed). */
 int colibri_req_body(struct colibri_request *req, struct colibri_str *body);
+/* A body above body_memory_max (config key, default 1M) is kept in an
+ * unnamed temporary file in temp_dir, not in memory; colibri_req_body()
+ * maps it (pages cost memory once read). This is that file's fd, for
+ * pread() or colibri_resp_sendfile() without mapping it, or -1 when the
+ * body is in memory (or there is none, or it could not be read). The fd
+ * stays the server's and is closed when the handler returns. */
+int colibri_req_body_fd(struct colibri_request *req);
 /* multipart/form-data (RFC 7578), part by part, for handlers with
  * COLIBRI_NEED_BODY_STREAM: the body is parsed as it arrives and never held
  * whole. A part of at most multipart_memory_max bytes (config key, default

@@ -278,3 +278,9 @@ def test_bad_route_body_timeout(tmp_path):
     site = "site {\n    handler /echo echo {\n        body_timeout = never\n    }\n}\n"
     conf, p = run_config(tmp_path, listener() + site)
     check(p, conf, 4, "body_timeout")
+
+
+@pytest.mark.parametrize("value", ["lots", "2G", "-1"])
+def test_bad_body_memory_max(tmp_path, value):
+    conf, p = run_config(tmp_path, listener() + "body_memory_max = %s\n" % value + good_site(tmp_path))
+    check(p, conf, 2, "body_memory_max")

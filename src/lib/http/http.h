@@ -46,6 +46,7 @@ struct http_config {
     uint32_t body_timeout_s, body_rate_grace_s, request_timeout_s;
     uint64_t body_min_rate;
     size_t multipart_memory_max; /* a multipart part above this goes to a temporary file */
+    size_t body_memory_max;      /* a COLIBRI_NEED_BODY body above this goes to one too */
     char temp_dir[256];          /* where: temp_dir, else $TMPDIR, else /tmp */
     char server_hdr[128];        /* "Server: colibri\r\n", or "" */
     size_t server_hdr_len;

@@ -35,9 +35,7 @@ static void mp_cleanup(void *arg)
     free(m);
 }
 
-/* An unnamed file in dir, readable by nobody else: O_TMPFILE, or where
- * the file system has none, mkstemp and an unlink at once. */
-static int temp_file(const char *dir)
+int http_temp_file(const char *dir)
 {
     int fd = open(dir, O_TMPFILE | O_RDWR | O_EXCL | O_CLOEXEC, 0600);
     if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR))
@@ -168,7 +166,7 @@ int colibri_req_multipart_next(struct colibri_request *req, struct colibri_part 
                 break;
             }
             if (m->fd < 0) {
-                if ((m->fd = temp_file(req->cfg->temp_dir)) < 0) {
+                if ((m->fd = http_temp_file(req->cfg->temp_dir)) < 0) {
                     LOG_LIMITED(LOG_ERROR, "temp_dir %s: cannot create a file: %s",
                                 req->cfg->temp_dir, strerror(errno));
                     return give_up(req, m, 500);

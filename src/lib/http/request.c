@@ -5,6 +5,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -167,20 +169,88 @@ static int body_pace(struct colibri_request *req)
     return 408;
 }
 
+/* A spooled body's bytes gather in hc->reqbody up to this, then are
+ * written to its file in one call. */
+#define SPOOL_WRITE_AT (256 * 1024)
+
+static void body_file_close(void *arg)
+{
+    struct colibri_request *req = arg;
+    if (req->body_map)
+        munmap(req->body_map, req->body_file_len);
+    close(req->body_fd);
+    req->body_map = NULL;
+    req->body_spooled = false;
+}
+
+/* Writes what hc->reqbody holds to the body's file: 0 or -errno. */
+static int spool_flush(struct colibri_request *req)
+{
+    struct strbuf *b = &req->hc->reqbody;
+    for (size_t off = 0; off < b->len;) {
+        ssize_t n = write(req->body_fd, b->buf + off, b->len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : -EIO;
+        off += (size_t)n;
+        req->body_file_len += (uint64_t)n;
+    }
+    strbuf_reset(b);
+    return 0;
+}
+
+/* The body outgrew body_memory_max: from now on it goes to an unnamed file
+ * in temp_dir, what was kept first. 0 or -errno. */
+static int spool_start(struct colibri_request *req)
+{
+    int fd = http_temp_file(req->cfg->temp_dir);
+    if (fd < 0)
+        return -errno;
+    if (coro_defer(req->ctx->coro, body_file_close, req) < 0) {
+        close(fd);
+        return -ENOMEM;
+    }
+    req->body_fd = fd;
+    req->body_spooled = true;
+    int r = spool_flush(req);
+    /* the memory the body held goes back now, not after the request */
+    strbuf_free(&req->hc->reqbody);
+    return r;
+}
+
+/* Keeps a piece of the body: in memory, or in its file. 0 or -errno. */
+static int keep_piece(struct colibri_request *req, struct view piece)
+{
+    struct strbuf *b = &req->hc->reqbody;
+    int r;
+    if (!req->body_spooled && b->len + piece.len > req->cfg->body_memory_max &&
+        (r = spool_start(req)) < 0)
+        return r;
+    if (req->body_spooled && b->len + piece.len > SPOOL_WRITE_AT && (r = spool_flush(req)) < 0)
+        return r;
+    return strbuf_append(b, piece.p, piece.len);
+}
+
 int http_body_pump(struct colibri_request *req, bool keep)
 {
     /* the pieces http_body_next() hands out, kept or dropped */
+    int r;
     while (!req->body_done) {
         struct view piece;
-        int r = http_body_next(req, &piece);
-        if (r)
+        if ((r = http_body_next(req, &piece)))
             return r;
-        if (keep && piece.len && strbuf_append(&req->hc->reqbody, piece.p, piece.len) < 0) {
-            req->hc->closing = req->hc->lingering = true;
-            return 500;
-        }
+        if (keep && piece.len && (r = keep_piece(req, piece)) < 0)
+            goto out_fail;
     }
+    if (keep && req->body_spooled && (r = spool_flush(req)) < 0)
+        goto out_fail;
     return 0;
+out_fail:
+    LOG_LIMITED(LOG_WARN, "request body: cannot keep it: %s (temp_dir %s)", strerror(-r),
+                req->cfg->temp_dir);
+    req->hc->closing = req->hc->lingering = true;
+    return 500;
 }
 
 int http_body_next(struct colibri_request *req, struct view *out)
@@ -333,8 +403,9 @@ bool colibri_req_form(struct colibri_request *req, const char *name, struct coli
         !http_header_find(req->head->headers, "Content-Type", 12, &type) ||
         !http_media_type_is(type, form, sizeof(form) - 1))
         return false;
-    struct view body = {.p = req->hc->reqbody.buf, .len = req->hc->reqbody.len};
-    return body.len && urlencoded_field(req, body, name, value);
+    struct colibri_str body;
+    return !colibri_req_body(req, &body) && body.len &&
+           urlencoded_field(req, (struct view){.p = body.p, .len = body.len}, name, value);
 }
 
 bool colibri_req_header(const struct colibri_request *req, const char *name,
@@ -372,9 +443,29 @@ int colibri_req_body(struct colibri_request *req, struct colibri_str *body)
     int r = http_body_pump(req, true);
     if (r)
         return r;
+    if (req->body_spooled) {
+        /* mapped, not read: a page costs memory once the handler reads it */
+        if (!req->body_map) {
+            void *map = mmap(NULL, req->body_file_len, PROT_READ, MAP_SHARED, req->body_fd, 0);
+            if (map == MAP_FAILED) {
+                LOG_LIMITED(LOG_WARN, "request body: mmap: %s", strerror(errno));
+                return 500;
+            }
+            req->body_map = map;
+        }
+        *body = (struct colibri_str){.p = req->body_map, .len = req->body_file_len};
+        return 0;
+    }
     *body = (struct colibri_str){.p = req->hc->reqbody.buf ? req->hc->reqbody.buf : "",
                                  .len = req->hc->reqbody.len};
     return 0;
+}
+
+int colibri_req_body_fd(struct colibri_request *req)
+{
+    if (!(req->needs & COLIBRI_NEED_BODY) || http_body_pump(req, true))
+        return -1;
+    return req->body_spooled ? req->body_fd : -1;
 }
 
 int colibri_req_remote_addr(const struct colibri_request *req, char *buf, size_t len)

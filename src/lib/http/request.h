@@ -86,6 +86,14 @@ struct colibri_request {
      * read since, and the route's body_timeout (0: the server's) */
     uint64_t body_t0_ms, body_got;
     uint32_t body_timeout_s;
+    /* a COLIBRI_NEED_BODY body above body_memory_max: the unnamed file it
+     * went to (body_fd, body_file_len bytes written; hc->reqbody then
+     * holds what waits to be written), and its mapping once
+     * colibri_req_body() asked; closed and unmapped by a defer */
+    bool body_spooled;
+    int body_fd;
+    uint64_t body_file_len;
+    void *body_map;
     struct http_mp *mp; /* colibri_req_multipart_next()'s state, once called */
 };
 
@@ -127,8 +135,10 @@ static inline int http_decode_path(struct colibri_request *req)
  * calls it before ctx->in moves (a body read, WebSocket frames), or the
  * access log and the header lookups see the new bytes. Once per request. */
 int http_pin_head(struct colibri_request *req);
-/* Reads the rest of the body into hc->reqbody (keep) or drops it. 0, or
- * the status to give up with (the connection then closes). */
+/* Reads the rest of the body (keep) or drops it. A kept body is in
+ * hc->reqbody, or, beyond body_memory_max, in the unnamed file body_fd
+ * (body_spooled). 0, or the status to give up with (the connection then
+ * closes). */
 int http_body_pump(struct colibri_request *req, bool keep);
 /* The next bytes of the body (de-chunked), read from the socket when none
  * are buffered: 0 with out->len > 0, 0 with out->len == 0 at its end, or
@@ -138,6 +148,13 @@ int http_body_next(struct colibri_request *req, struct view *out);
 /* Consumes a body nobody read, so the next request is framed right; if
  * that is not possible, the connection closes. */
 void http_skip_body(struct colibri_request *req);
+
+/* --- multipart_req.c --- */
+
+/* An unnamed file in dir, readable by nobody else: O_TMPFILE, or where
+ * the file system has none, mkstemp and an unlink at once. The fd, or -1
+ * (errno). */
+int http_temp_file(const char *dir);
 
 /* --- proxy_step.c --- */
 

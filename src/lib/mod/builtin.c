@@ -23,7 +23,11 @@ static int echo(struct colibri_request *req, struct colibri_response *resp, void
 {
     (void)data;
     if (colibri_req_has_body(req)) {
+        /* a large body kept in a file goes back from there, with sendfile */
+        int fd = colibri_req_body_fd(req);
         struct colibri_str body;
+        if (fd >= 0 && !colibri_req_body(req, &body))
+            return colibri_resp_sendfile(resp, 200, "text/plain", fd, 0, body.len);
         int r = colibri_req_body(req, &body);
         if (r)
             return r;

@@ -334,6 +334,9 @@ static void load_settings(struct colibri_server *srv, struct config *cfg, struct
     if ((n = config_take(root, "body_min_rate")) &&
         (r = size_in(n, 0, 1 << 30, &h->body_min_rate, err, errlen)))
         note(e, n, err);
+    if ((n = config_take(root, "body_memory_max")) &&
+        (r = size_in(n, 0, 1 << 30, &h->body_memory_max, err, errlen)))
+        note(e, n, err);
     if ((n = config_take(root, "multipart_memory_max")) &&
         (r = size_in(n, 0, 1 << 30, &h->multipart_memory_max, err, errlen)))
         note(e, n, err);

@@ -56,6 +56,7 @@ struct colibri_server *colibri_server_new(void)
         .body_rate_grace_s = 10,
         .body_min_rate = 1024,
         .multipart_memory_max = 64 << 10,
+        .body_memory_max = 1 << 20,
         .access_log_fd = -1,
     };
     const char *tmp = getenv("TMPDIR");
