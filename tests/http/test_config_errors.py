@@ -284,3 +284,14 @@ def test_bad_route_body_timeout(tmp_path):
 def test_bad_body_memory_max(tmp_path, value):
     conf, p = run_config(tmp_path, listener() + "body_memory_max = %s\n" % value + good_site(tmp_path))
     check(p, conf, 2, "body_memory_max")
+
+
+@pytest.mark.parametrize("value", ["lots", "65M"])
+def test_bad_compress_max(tmp_path, value):
+    (tmp_path / "www").mkdir(exist_ok=True)
+    site = "site {\n    serve_files / {\n        path = %s\n        compress_max = %s\n    }\n}\n" % (
+        tmp_path / "www",
+        value,
+    )
+    conf, p = run_config(tmp_path, listener() + site)
+    check(p, conf, 5, "compress_max")
