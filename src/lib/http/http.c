@@ -38,7 +38,8 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
     struct http_conn *hc = req->hc;
 
     if (head->flags & HTTP_F_ASTERISK) { /* OPTIONS * */
-        http_allow_header(&hc->hdrs, req->cfg->methods | COLIBRI_M(COLIBRI_OPTIONS));
+        if (http_allow_header(&hc->hdrs, req->cfg->methods | COLIBRI_M(COLIBRI_OPTIONS)) < 0)
+            return 500;
         return 204;
     }
     int r = http_decode_path(req);
@@ -57,7 +58,8 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
         return 404;
     const struct colibri_handler *h = route->handler;
     if (!(http_handler_calls(h) & COLIBRI_M(head->method))) {
-        http_allow_header(&hc->hdrs, http_handler_methods(h));
+        if (http_allow_header(&hc->hdrs, http_handler_methods(h)) < 0)
+            return 500;
         return head->method == COLIBRI_OPTIONS ? 204 : 405;
     }
     resp->head_only = head->method == COLIBRI_HEAD;
@@ -65,7 +67,7 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
     if (unlikely(req->body_kind != BODY_NONE)) {
         if (route->max_body)
             req->max_body = route->max_body;
-        req->body_timeout_s = route->body_timeout_s;
+        hc->bs.timeout_s = route->body_timeout_s;
         /* a body announced too large is refused before anybody reads it */
         if (req->body_kind == BODY_LENGTH && req->body_left > req->max_body &&
             (h->needs & (COLIBRI_NEED_BODY | COLIBRI_NEED_BODY_STREAM))) {
@@ -109,9 +111,11 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
     if (head->flags & HTTP_F_CHUNKED) {
         req.body_kind = BODY_CHUNKED;
         hc->chunked = (struct http_chunked){0};
+        hc->bs = (struct http_body_state){0};
     } else if (head->content_length > 0) {
         req.body_kind = BODY_LENGTH;
         req.body_left = (uint64_t)head->content_length;
+        hc->bs = (struct http_body_state){0};
     }
 
     unsigned mark = coro_defer_mark(ctx->coro);
@@ -121,8 +125,10 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
         http_skip_body(&req);
 
     if (resp.streaming) {
-        if (resp.chunked && !resp.head_only)
-            strbuf_append(&ctx->out, "0\r\n\r\n", 5);
+        /* the last chunk; without it (out of memory) the close tells the
+         * client the body was cut short */
+        if (resp.chunked && !resp.head_only && strbuf_append(&ctx->out, "0\r\n\r\n", 5) < 0)
+            hc->closing = true;
     } else if (!resp.sent) {
         http_write_response(&req, &resp, status);
     }

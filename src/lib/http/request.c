@@ -126,14 +126,14 @@ static int body_pace(struct colibri_request *req)
     struct conn_ctx *ctx = req->ctx;
     const struct http_config *cfg = req->cfg;
     uint64_t now = conn_now_ms(ctx);
-    uint64_t t0 = req->body_t0_ms;
+    uint64_t t0 = req->hc->bs.t0_ms;
     uint64_t deadline =
-        t0 + (uint64_t)(req->body_timeout_s ? req->body_timeout_s : cfg->body_timeout_s) * 1000;
+        t0 + (uint64_t)(req->hc->bs.timeout_s ? req->hc->bs.timeout_s : cfg->body_timeout_s) * 1000;
     bool slow = false;
     if (cfg->body_min_rate) {
         /* the time by which body_got bytes are due at the minimum rate */
         uint64_t due = t0 + MAX((uint64_t)cfg->body_rate_grace_s * 1000,
-                                req->body_got * 1000 / cfg->body_min_rate);
+                                req->hc->bs.got * 1000 / cfg->body_min_rate);
         if (due < deadline) {
             deadline = due;
             slow = true;
@@ -164,7 +164,7 @@ static int body_pace(struct colibri_request *req)
     }
     LOG_LIMITED(LOG_INFO, "408: request body %s: %llu bytes in %llu ms",
                 slow ? "under body_min_rate" : "not whole within body_timeout",
-                (unsigned long long)req->body_got, (unsigned long long)(now - t0));
+                (unsigned long long)req->hc->bs.got, (unsigned long long)(now - t0));
     req->hc->closing = req->hc->lingering = true;
     return 408;
 }
@@ -175,12 +175,12 @@ static int body_pace(struct colibri_request *req)
 
 static void body_file_close(void *arg)
 {
-    struct colibri_request *req = arg;
-    if (req->body_map)
-        munmap(req->body_map, req->body_file_len);
-    close(req->body_fd);
-    req->body_map = NULL;
-    req->body_spooled = false;
+    struct http_body_state *bs = arg;
+    if (bs->map)
+        munmap(bs->map, bs->file_len);
+    close(bs->fd);
+    bs->map = NULL;
+    bs->spooled = false;
 }
 
 /* Writes what hc->reqbody holds to the body's file: 0 or -errno. */
@@ -188,13 +188,13 @@ static int spool_flush(struct colibri_request *req)
 {
     struct strbuf *b = &req->hc->reqbody;
     for (size_t off = 0; off < b->len;) {
-        ssize_t n = write(req->body_fd, b->buf + off, b->len - off);
+        ssize_t n = write(req->hc->bs.fd, b->buf + off, b->len - off);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
             return n < 0 ? -errno : -EIO;
         off += (size_t)n;
-        req->body_file_len += (uint64_t)n;
+        req->hc->bs.file_len += (uint64_t)n;
     }
     strbuf_reset(b);
     return 0;
@@ -207,12 +207,12 @@ static int spool_start(struct colibri_request *req)
     int fd = http_temp_file(req->cfg->temp_dir);
     if (fd < 0)
         return -errno;
-    if (coro_defer(req->ctx->coro, body_file_close, req) < 0) {
+    if (coro_defer(req->ctx->coro, body_file_close, &req->hc->bs) < 0) {
         close(fd);
         return -ENOMEM;
     }
-    req->body_fd = fd;
-    req->body_spooled = true;
+    req->hc->bs.fd = fd;
+    req->hc->bs.spooled = true;
     int r = spool_flush(req);
     /* the memory the body held goes back now, not after the request */
     strbuf_free(&req->hc->reqbody);
@@ -224,10 +224,10 @@ static int keep_piece(struct colibri_request *req, struct view piece)
 {
     struct strbuf *b = &req->hc->reqbody;
     int r;
-    if (!req->body_spooled && b->len + piece.len > req->cfg->body_memory_max &&
+    if (!req->hc->bs.spooled && b->len + piece.len > req->cfg->body_memory_max &&
         (r = spool_start(req)) < 0)
         return r;
-    if (req->body_spooled && b->len + piece.len > SPOOL_WRITE_AT && (r = spool_flush(req)) < 0)
+    if (req->hc->bs.spooled && b->len + piece.len > SPOOL_WRITE_AT && (r = spool_flush(req)) < 0)
         return r;
     return strbuf_append(b, piece.p, piece.len);
 }
@@ -243,7 +243,7 @@ int http_body_pump(struct colibri_request *req, bool keep)
         if (keep && piece.len && (r = keep_piece(req, piece)) < 0)
             goto out_fail;
     }
-    if (keep && req->body_spooled && (r = spool_flush(req)) < 0)
+    if (keep && req->hc->bs.spooled && (r = spool_flush(req)) < 0)
         goto out_fail;
     return 0;
 out_fail:
@@ -266,8 +266,8 @@ int http_body_next(struct colibri_request *req, struct view *out)
     if (req->body_kind == BODY_LENGTH && req->body_left > req->max_body)
         goto out_too_large;
     send_continue(req);
-    if (!req->body_t0_ms)
-        req->body_t0_ms = conn_now_ms(ctx) | 1; /* never 0 */
+    if (!req->hc->bs.t0_ms)
+        req->hc->bs.t0_ms = conn_now_ms(ctx) | 1; /* never 0 */
     for (;;) {
         size_t avail = ctx->in_len - ctx->in_pos;
         char *p = ctx->in + ctx->in_pos;
@@ -290,7 +290,7 @@ int http_body_next(struct colibri_request *req, struct view *out)
                 goto out_too_large;
             req->body_done = hc->chunked.done;
         }
-        req->body_got += got;
+        req->hc->bs.got += got;
         if (got || req->body_done) {
             *out = (struct view){.p = p, .len = got};
             return 0;
@@ -443,17 +443,17 @@ int colibri_req_body(struct colibri_request *req, struct colibri_str *body)
     int r = http_body_pump(req, true);
     if (r)
         return r;
-    if (req->body_spooled) {
+    if (req->hc->bs.spooled) {
         /* mapped, not read: a page costs memory once the handler reads it */
-        if (!req->body_map) {
-            void *map = mmap(NULL, req->body_file_len, PROT_READ, MAP_SHARED, req->body_fd, 0);
+        if (!req->hc->bs.map) {
+            void *map = mmap(NULL, req->hc->bs.file_len, PROT_READ, MAP_SHARED, req->hc->bs.fd, 0);
             if (map == MAP_FAILED) {
                 LOG_LIMITED(LOG_WARN, "request body: mmap: %s", strerror(errno));
                 return 500;
             }
-            req->body_map = map;
+            req->hc->bs.map = map;
         }
-        *body = (struct colibri_str){.p = req->body_map, .len = req->body_file_len};
+        *body = (struct colibri_str){.p = req->hc->bs.map, .len = req->hc->bs.file_len};
         return 0;
     }
     *body = (struct colibri_str){.p = req->hc->reqbody.buf ? req->hc->reqbody.buf : "",
@@ -465,7 +465,7 @@ int colibri_req_body_fd(struct colibri_request *req)
 {
     if (!(req->needs & COLIBRI_NEED_BODY) || http_body_pump(req, true))
         return -1;
-    return req->body_spooled ? req->body_fd : -1;
+    return req->hc->bs.spooled ? req->hc->bs.fd : -1;
 }
 
 int colibri_req_remote_addr(const struct colibri_request *req, char *buf, size_t len)

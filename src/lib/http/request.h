@@ -49,6 +49,26 @@ struct http_worker {
     size_t log_peer_len;
 };
 
+enum body_kind { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };
+
+/* How a request body is being read, in the connection's state rather than
+ * the request's, so a request without a body does not pay for zeroing it:
+ * reset when a request with a body begins. */
+struct http_body_state {
+    /* its pace: when its first read began (0: not yet), the bytes read
+     * since, and the route's body_timeout (0: the server's) */
+    uint64_t t0_ms, got;
+    uint32_t timeout_s;
+    /* a COLIBRI_NEED_BODY body above body_memory_max: the unnamed file it
+     * went to (fd, file_len bytes written; hc->reqbody then holds what
+     * waits to be written), and its mapping once colibri_req_body() asked;
+     * closed and unmapped by a defer */
+    bool spooled;
+    int fd;
+    uint64_t file_len;
+    void *map;
+};
+
 /* A connection's HTTP state (the runtime's per-connection slot); its
  * buffers are reused from request to request. */
 struct http_conn {
@@ -57,14 +77,13 @@ struct http_conn {
     struct strbuf reqbody;       /* the request body, once read */
     struct arena arena;          /* per-request scratch: decoded path, query values, pinned head */
     struct http_chunked chunked; /* the decoder of a chunked request body, reset per body */
+    struct http_body_state bs;   /* the request body's reading, reset per body */
     bool closing;                /* answer with Connection: close, then close */
     bool lingering;              /* close after draining the client's unread bytes */
     bool mid_request;            /* part of a request is buffered or being read (408 on timeout) */
     bool after_proxy_hdr;        /* a PROXY header came, its first request not yet: not idle */
     struct colibri_response *resp; /* the request handle() runs now (on its stack) */
 };
-
-enum body_kind { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };
 
 struct colibri_request {
     struct conn_ctx *ctx;
@@ -81,19 +100,7 @@ struct colibri_request {
     unsigned needs;     /* the handler's enum colibri_need */
     struct view path;   /* decoded and normalised: the head's bytes, or the arena's */
     uint64_t body_left;
-    uint64_t max_body; /* the route's limit, or the server's */
-    /* the body's pace: when its first read began (0: not yet), the bytes
-     * read since, and the route's body_timeout (0: the server's) */
-    uint64_t body_t0_ms, body_got;
-    uint32_t body_timeout_s;
-    /* a COLIBRI_NEED_BODY body above body_memory_max: the unnamed file it
-     * went to (body_fd, body_file_len bytes written; hc->reqbody then
-     * holds what waits to be written), and its mapping once
-     * colibri_req_body() asked; closed and unmapped by a defer */
-    bool body_spooled;
-    int body_fd;
-    uint64_t body_file_len;
-    void *body_map;
+    uint64_t max_body;  /* the route's limit, or the server's */
     struct http_mp *mp; /* colibri_req_multipart_next()'s state, once called */
 };
 
@@ -136,8 +143,8 @@ static inline int http_decode_path(struct colibri_request *req)
  * access log and the header lookups see the new bytes. Once per request. */
 int http_pin_head(struct colibri_request *req);
 /* Reads the rest of the body (keep) or drops it. A kept body is in
- * hc->reqbody, or, beyond body_memory_max, in the unnamed file body_fd
- * (body_spooled). 0, or the status to give up with (the connection then
+ * hc->reqbody, or, beyond body_memory_max, in the unnamed file hc->bs.fd
+ * (hc->bs.spooled). 0, or the status to give up with (the connection then
  * closes). */
 int http_body_pump(struct colibri_request *req, bool keep);
 /* The next bytes of the body (de-chunked), read from the socket when none
@@ -176,5 +183,6 @@ void http_send_error(struct conn_ctx *ctx, int status);
 /* "Date: ...\r\n" for the worker's current second. */
 #define HTTP_DATE_HDR_LEN (6 + 29 + 2)
 const char *http_date_header(struct http_worker *hw, time_t now);
-/* The header "Allow: GET, HEAD\r\n" for methods (COLIBRI_M bits), into hdrs. */
-void http_allow_header(struct strbuf *hdrs, unsigned methods);
+/* The header "Allow: GET, HEAD\r\n" for methods (COLIBRI_M bits), into
+ * hdrs: 0, or -ENOMEM (hdrs unchanged). */
+int http_allow_header(struct strbuf *hdrs, unsigned methods);
