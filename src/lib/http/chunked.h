@@ -19,10 +19,10 @@
  * Returns the number of input bytes consumed (>= 0) and sets *payload to the
  * number of payload bytes now at buf[0..*payload); sets st->done once the
  * last chunk and the trailers have been consumed (bytes after that belong to
- * the next request). Returns -400 for a bad chunk size, overflow, missing
- * CRLF, or extension/trailer limits exceeded, and -413 as soon as a chunk's
- * size is read whole (before its data) when it would take the body above
- * st->limit. Unconsumed input (a partial size line, say) must be presented
+ * the next request). Returns -EBADMSG (400) for a bad chunk size, overflow,
+ * missing CRLF, or extension/trailer limits exceeded, and -EFBIG (413) as
+ * soon as a chunk's size is read whole (before its data) when it would
+ * take the body above st->limit. Unconsumed input (a partial size line, say) must be presented
  * again, in front of new bytes.
  * A body starts from a zeroed struct: struct http_chunked st = {0}, with
  * limit set to the most payload bytes the body may have (0: no limit). */

@@ -45,7 +45,7 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
     int r = http_decode_path(req);
     if (r) {
         hc->closing = true; /* a malformed request: never guess at the rest */
-        return r;
+        return http_status_of(r);
     }
     /* the site: while there is only the default site, no host is looked at */
     const struct trie *routes;
@@ -77,7 +77,7 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
     }
     /* a handler that reads the body gets it whole, or never runs */
     if ((h->needs & COLIBRI_NEED_BODY) && (r = http_body_pump(req, true)))
-        return r;
+        return http_status_of(r);
     return h->fn(req, resp, route->data);
 }
 
@@ -148,7 +148,7 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
 }
 
 /* Parses what is buffered: the head's length, 0 when it is incomplete (the
- * bytes moved to the buffer's start, to be read after), or -status. */
+ * bytes moved to the buffer's start, to be read after), or -errno. */
 static inline ssize_t parse_buffered(struct conn_ctx *ctx, const struct http_limits *limits,
                                      struct http_head *head)
 {
@@ -159,7 +159,8 @@ static inline ssize_t parse_buffered(struct conn_ctx *ctx, const struct http_lim
 }
 
 /* Parses the next request head, reading as needed. Returns its length, 0
- * when the connection should go idle or close (hc->closing), or -status. */
+ * when the connection should go idle or close (hc->closing), or -errno
+ * (parser.h). */
 static ssize_t next_head(struct conn_ctx *ctx, struct http_conn *hc,
                          const struct http_limits *limits, struct http_head *head)
 {
@@ -181,7 +182,7 @@ static ssize_t next_head(struct conn_ctx *ctx, struct http_conn *hc,
         if (idle && !ctx->last_read_full)
             return 0;
         if (ctx->in_len == ctx->in_cap)
-            return -431;
+            return -EMSGSIZE;
         ssize_t n = conn_read(ctx, idle);
         if (n == -EAGAIN)
             return 0;
@@ -239,7 +240,7 @@ static enum conn_verdict run(struct conn_ctx *ctx)
             continue;
         }
         if (r < 0) {
-            http_send_error(ctx, (int)-r);
+            http_send_error(ctx, http_status_of((int)r));
             break;
         }
         if (!handle(ctx, hc, hw, &head, (size_t)r))

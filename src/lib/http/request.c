@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include "base/log.h"
+#include "http/status.h"
 #include "rt/worker.h"
 
 /* --- paths ------------------------------------------------------------------ */
@@ -62,13 +63,13 @@ int http_decode_path_escaped(struct colibri_request *req)
     struct view raw = req->head->path;
     char *p = arena_alloc(&req->hc->arena, raw.len + 1);
     if (!p)
-        return 500;
+        return -ENOMEM;
     ssize_t n = http_percent_decode(p, raw.p, raw.len, false);
     if (n < 0 || n == 0 || p[0] != '/')
-        return 400;
+        return -EBADMSG;
     n = normalize_path(p, (size_t)n);
     if (n < 0)
-        return 400;
+        return -EBADMSG;
     req->path = (struct view){.p = p, .len = (size_t)n};
     return 0;
 }
@@ -117,7 +118,7 @@ static void close_fd(void *fd)
     close((int)(intptr_t)fd);
 }
 
-/* Before a body read waits: 0 when it may, or 408 when the body is late
+/* Before a body read waits: 0 when it may, or -ETIMEDOUT (408) when the body is late
  * (body_timeout since its first read) or too slow (under body_min_rate on
  * average once body_rate_grace passed). A wait that would outlast the
  * body's deadline waits only until then, not request_timeout. */
@@ -166,7 +167,7 @@ static int body_pace(struct colibri_request *req)
                 slow ? "under body_min_rate" : "not whole within body_timeout",
                 (unsigned long long)req->hc->bs.got, (unsigned long long)(now - t0));
     req->hc->closing = req->hc->lingering = true;
-    return 408;
+    return -ETIMEDOUT;
 }
 
 /* A spooled body's bytes gather in hc->reqbody up to this, then are
@@ -250,7 +251,7 @@ out_fail:
     LOG_LIMITED(LOG_WARN, "request body: cannot keep it: %s (temp_dir %s)", strerror(-r),
                 req->cfg->temp_dir);
     req->hc->closing = req->hc->lingering = true;
-    return 500;
+    return r;
 }
 
 int http_body_next(struct colibri_request *req, struct view *out)
@@ -280,10 +281,10 @@ int http_body_next(struct colibri_request *req, struct view *out)
         } else {
             hc->chunked.limit = req->max_body; /* the route's, known only now */
             ssize_t used = http_chunked_decode(&hc->chunked, p, avail, &got);
-            if (used == -413)
-                goto out_too_large;
-            if (used < 0)
-                goto out_bad;
+            if (used < 0) {
+                hc->closing = hc->lingering = true;
+                return (int)used; /* -EBADMSG, -EFBIG */
+            }
             ctx->in_pos += (size_t)used;
             req->body_left += got; /* what was read so far */
             if (req->body_left > req->max_body)
@@ -310,13 +311,13 @@ int http_body_next(struct colibri_request *req, struct view *out)
 
 out_too_large:
     hc->closing = hc->lingering = true;
-    return 413;
+    return -EFBIG;
 out_bad:
     hc->closing = hc->lingering = true;
-    return 400;
+    return -EBADMSG;
 out_close:
     hc->closing = hc->lingering = true;
-    return 500;
+    return -ENOMEM;
 }
 
 void http_skip_body(struct colibri_request *req)
@@ -442,7 +443,7 @@ int colibri_req_body(struct colibri_request *req, struct colibri_str *body)
         return 500;
     int r = http_body_pump(req, true);
     if (r)
-        return r;
+        return http_status_of(r);
     if (req->hc->bs.spooled) {
         /* mapped, not read: a page costs memory once the handler reads it */
         if (!req->hc->bs.map) {

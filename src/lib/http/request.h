@@ -122,8 +122,8 @@ struct colibri_response {
 
 /* --- request.c --- */
 
-/* Decodes and normalises the target's path into req->path: 0, 400, or
- * 500 (out of memory). Inline, because every request needs it and most
+/* Decodes and normalises the target's path into req->path: 0, -EBADMSG,
+ * or -ENOMEM. Inline, because every request needs it and most
  * paths have nothing to decode: those are the head's own bytes (a view
  * that http_pin_head() moves with the head); the others go to
  * http_decode_path_escaped(), which decodes into the arena. */
@@ -144,13 +144,15 @@ static inline int http_decode_path(struct colibri_request *req)
 int http_pin_head(struct colibri_request *req);
 /* Reads the rest of the body (keep) or drops it. A kept body is in
  * hc->reqbody, or, beyond body_memory_max, in the unnamed file hc->bs.fd
- * (hc->bs.spooled). 0, or the status to give up with (the connection then
- * closes). */
+ * (hc->bs.spooled). 0, or -errno to give up with (the connection then
+ * closes; http_status_of() answers it). */
 int http_body_pump(struct colibri_request *req, bool keep);
 /* The next bytes of the body (de-chunked), read from the socket when none
  * are buffered: 0 with out->len > 0, 0 with out->len == 0 at its end, or
- * the status to give up with (the connection then closes). The bytes stay
- * valid until the next call. */
+ * -errno to give up with (the connection then closes): -EFBIG above
+ * max_body, -EBADMSG malformed or cut short, -ETIMEDOUT too slow
+ * (body_timeout, body_min_rate), -ENOMEM. The bytes stay valid until the
+ * next call. */
 int http_body_next(struct colibri_request *req, struct view *out);
 /* Consumes a body nobody read, so the next request is framed right; if
  * that is not possible, the connection closes. */
