@@ -206,6 +206,7 @@ TEST(type_by_text_or_by_address)
 }
 
 
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 /* The reader end of a pipe, drained into a buffer until EOF. */
 struct drain {
     int fd;
@@ -236,6 +237,7 @@ static size_t vm_size(void)
     }
     return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
 }
+#endif
 
 /* colibri_resp_send_chunk() says 0 or -errno: a chunk it returned 0 for
  * must have gone out whole. It used to copy an HTTP/1.0 stream's chunk
