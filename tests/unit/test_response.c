@@ -205,7 +205,6 @@ TEST(type_by_text_or_by_address)
     fix_free(&f);
 }
 
-
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 /* The reader end of a pipe, drained into a buffer until EOF. */
 struct drain {
