@@ -271,3 +271,42 @@ def test_port_in_use(tmp_path):
         conf, p = run_config(tmp_path, "listener 127.0.0.1:%d\n" % port + good_site(tmp_path))
     assert p.returncode == 1, p.stderr
     assert b"colibri: " in p.stderr
+
+
+@pytest.mark.parametrize(
+    "line,key",
+    [
+        ("body_timeout = 0s", "body_timeout"),
+        ("body_timeout = soon", "body_timeout"),
+        ("body_rate_grace = -1s", "body_rate_grace"),
+        ("body_min_rate = fast", "body_min_rate"),
+        ("body_min_rate = 2G", "body_min_rate"),
+    ],
+)
+def test_bad_body_pace(tmp_path, line, key):
+    conf, p = run_config(tmp_path, listener() + line + "\n" + good_site(tmp_path))
+    check(p, conf, 2, key)
+
+
+def test_bad_route_body_timeout(tmp_path):
+    (tmp_path / "www").mkdir(exist_ok=True)
+    site = "site {\n    handler /echo echo {\n        body_timeout = never\n    }\n}\n"
+    conf, p = run_config(tmp_path, listener() + site)
+    check(p, conf, 4, "body_timeout")
+
+
+@pytest.mark.parametrize("value", ["lots", "2G", "-1"])
+def test_bad_body_memory_max(tmp_path, value):
+    conf, p = run_config(tmp_path, listener() + "body_memory_max = %s\n" % value + good_site(tmp_path))
+    check(p, conf, 2, "body_memory_max")
+
+
+@pytest.mark.parametrize("value", ["lots", "65M"])
+def test_bad_compress_max(tmp_path, value):
+    (tmp_path / "www").mkdir(exist_ok=True)
+    site = "site {\n    serve_files / {\n        path = %s\n        compress_max = %s\n    }\n}\n" % (
+        tmp_path / "www",
+        value,
+    )
+    conf, p = run_config(tmp_path, listener() + site)
+    check(p, conf, 5, "compress_max")

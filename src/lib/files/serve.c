@@ -63,16 +63,17 @@ static int redirect(struct colibri_request *req, struct colibri_response *resp)
     return r < 0 ? 400 : 301;
 }
 
-static void add_expires(const struct files *f, struct colibri_response *resp)
+/* 0, or -ENOMEM: the answer would go without its header (a 500 then). */
+static int add_expires(const struct files *f, struct colibri_response *resp)
 {
     if (f->expires_s < 0)
-        return;
+        return 0;
     char line[HTTP_DATE_LEN + 11] = "Expires: ";
     /* from the clock the Date header is written with, so Expires - Date
      * is the configured time exactly, also across a second's start */
     http_date_format((int64_t)conn_wall_time(resp->req->ctx) + f->expires_s, line + 9);
     memcpy(line + 9 + HTTP_DATE_LEN, "\r\n", 2);
-    colibri_resp_header_lines(resp, line, sizeof(line));
+    return colibri_resp_header_lines(resp, line, sizeof(line));
 }
 
 /* A part's head: "\r\n--BOUNDARY\r\nContent-Type: T\r\nContent-Range: ...\r\n\r\n"
@@ -177,8 +178,7 @@ static inline __attribute__((always_inline)) int
 send_whole(struct colibri_response *resp, const struct fentry *e, const struct variant *v)
 {
     resp->lines = (struct view){.p = e->hdrs + v->hdr_off, .len = v->hdr_len};
-    add_expires(e->f, resp);
-    int status = send_variant(resp, e, v, 200, 0, v->size);
+    int status = add_expires(e->f, resp) < 0 ? 500 : send_variant(resp, e, v, 200, 0, v->size);
     resp->lines = (struct view){0}; /* a later head (an error) must not use them */
     return status;
 }
@@ -213,10 +213,9 @@ static int serve_file(struct colibri_request *req, struct colibri_response *resp
             for (int i = 0; i < HTTP_CODING_COUNT; i++)
                 sizes[i] = e->v[i].size;
             coding = http_accept_encoding_choose(&ae, e->avail, sizes);
-            if (coding < 0) {
-                colibri_resp_header_lines(resp, "Vary: Accept-Encoding\r\n", 23);
-                return 406;
-            }
+            if (coding < 0)
+                return colibri_resp_header_lines(resp, "Vary: Accept-Encoding\r\n", 23) < 0 ? 500
+                                                                                            : 406;
         }
     }
     const struct variant *v = &e->v[coding];
@@ -226,11 +225,11 @@ static int serve_file(struct colibri_request *req, struct colibri_response *resp
     int pre = http_preconditions(&c, colibri_req_method(req), v->etag, v->etag_len, mtime);
     if (pre == 412)
         return 412;
-    if (pre == 304) {
-        colibri_resp_header_lines(resp, e->hdrs + v->hdr_off, v->hdr_len);
-        add_expires(f, resp);
-        return 304;
-    }
+    if (pre == 304)
+        return colibri_resp_header_lines(resp, e->hdrs + v->hdr_off, v->hdr_len) < 0 ||
+                       add_expires(f, resp) < 0
+                   ? 500
+                   : 304;
 
     if (c.has_range && colibri_req_method(req) == COLIBRI_GET) {
         bool fresh = http_if_range(&c, v->etag, v->etag_len, mtime);
@@ -241,15 +240,18 @@ static int serve_file(struct colibri_request *req, struct colibri_response *resp
                   : HTTP_RANGE_IGNORE;
         if (res == HTTP_RANGE_UNSATISFIABLE) {
             char cr[HTTP_CONTENT_RANGE_MAX];
-            colibri_resp_header_lines(resp, cr, http_content_range(cr, -1, 0, v->size));
-            return 416;
+            return colibri_resp_header_lines(resp, cr, http_content_range(cr, -1, 0, v->size)) < 0
+                       ? 500
+                       : 416;
         }
         if (res == HTTP_RANGE_OK && n == 1) {
             char cr[HTTP_CONTENT_RANGE_MAX];
-            colibri_resp_header_lines(resp, e->hdrs + v->hdr_off, v->hdr_len);
-            colibri_resp_header_lines(
-                resp, cr, http_content_range(cr, (int64_t)r[0].first, r[0].last, v->size));
-            add_expires(f, resp);
+            if (colibri_resp_header_lines(resp, e->hdrs + v->hdr_off, v->hdr_len) < 0 ||
+                colibri_resp_header_lines(
+                    resp, cr, http_content_range(cr, (int64_t)r[0].first, r[0].last, v->size)) <
+                    0 ||
+                add_expires(f, resp) < 0)
+                return 500;
             return send_variant(resp, e, v, 206, r[0].first, r[0].last - r[0].first + 1);
         }
         if (res == HTTP_RANGE_OK) {

@@ -38,13 +38,14 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
     struct http_conn *hc = req->hc;
 
     if (head->flags & HTTP_F_ASTERISK) { /* OPTIONS * */
-        http_allow_header(&hc->hdrs, req->cfg->methods | COLIBRI_M(COLIBRI_OPTIONS));
+        if (http_allow_header(&hc->hdrs, req->cfg->methods | COLIBRI_M(COLIBRI_OPTIONS)) < 0)
+            return 500;
         return 204;
     }
     int r = http_decode_path(req);
     if (r) {
         hc->closing = true; /* a malformed request: never guess at the rest */
-        return r;
+        return http_status_of(r);
     }
     /* the site: while there is only the default site, no host is looked at */
     const struct trie *routes;
@@ -57,22 +58,26 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
         return 404;
     const struct colibri_handler *h = route->handler;
     if (!(http_handler_calls(h) & COLIBRI_M(head->method))) {
-        http_allow_header(&hc->hdrs, http_handler_methods(h));
+        if (http_allow_header(&hc->hdrs, http_handler_methods(h)) < 0)
+            return 500;
         return head->method == COLIBRI_OPTIONS ? 204 : 405;
     }
     resp->head_only = head->method == COLIBRI_HEAD;
     req->needs = h->needs;
-    if (route->max_body)
-        req->max_body = route->max_body;
-    /* a body announced too large is refused before anybody reads it */
-    if (req->body_kind == BODY_LENGTH && req->body_left > req->max_body &&
-        (h->needs & (COLIBRI_NEED_BODY | COLIBRI_NEED_BODY_STREAM))) {
-        hc->closing = hc->lingering = true;
-        return 413;
+    if (unlikely(req->body_kind != BODY_NONE)) {
+        if (route->max_body)
+            req->max_body = route->max_body;
+        hc->bs.timeout_s = route->body_timeout_s;
+        /* a body announced too large is refused before anybody reads it */
+        if (req->body_kind == BODY_LENGTH && req->body_left > req->max_body &&
+            (h->needs & (COLIBRI_NEED_BODY | COLIBRI_NEED_BODY_STREAM))) {
+            hc->closing = hc->lingering = true;
+            return 413;
+        }
     }
     /* a handler that reads the body gets it whole, or never runs */
     if ((h->needs & COLIBRI_NEED_BODY) && (r = http_body_pump(req, true)))
-        return r;
+        return http_status_of(r);
     return h->fn(req, resp, route->data);
 }
 
@@ -119,10 +124,12 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
     if (head->flags & HTTP_F_CHUNKED) {
         req.body_kind = BODY_CHUNKED;
         hc->chunked = (struct http_chunked){0};
+        hc->bs = (struct http_body_state){0};
         expect_continue(&req);
     } else if (head->content_length > 0) {
         req.body_kind = BODY_LENGTH;
         req.body_left = (uint64_t)head->content_length;
+        hc->bs = (struct http_body_state){0};
         expect_continue(&req);
     }
 
@@ -133,8 +140,10 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
         http_skip_body(&req);
 
     if (resp.streaming) {
-        if (resp.chunked && !resp.head_only)
-            strbuf_append(&ctx->out, "0\r\n\r\n", 5);
+        /* the last chunk; without it (out of memory) the close tells the
+         * client the body was cut short */
+        if (resp.chunked && !resp.head_only && strbuf_append(&ctx->out, "0\r\n\r\n", 5) < 0)
+            hc->closing = true;
     } else if (!resp.sent) {
         http_write_response(&req, &resp, status);
     }
@@ -154,7 +163,7 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
 }
 
 /* Parses what is buffered: the head's length, 0 when it is incomplete (the
- * bytes moved to the buffer's start, to be read after), or -status. */
+ * bytes moved to the buffer's start, to be read after), or -errno. */
 static inline ssize_t parse_buffered(struct conn_ctx *ctx, const struct http_limits *limits,
                                      struct http_head *head)
 {
@@ -165,7 +174,8 @@ static inline ssize_t parse_buffered(struct conn_ctx *ctx, const struct http_lim
 }
 
 /* Parses the next request head, reading as needed. Returns its length, 0
- * when the connection should go idle or close (hc->closing), or -status. */
+ * when the connection should go idle or close (hc->closing), or -errno
+ * (parser.h). */
 static ssize_t next_head(struct conn_ctx *ctx, struct http_conn *hc,
                          const struct http_limits *limits, struct http_head *head)
 {
@@ -187,7 +197,7 @@ static ssize_t next_head(struct conn_ctx *ctx, struct http_conn *hc,
         if (idle && !ctx->last_read_full)
             return 0;
         if (ctx->in_len == ctx->in_cap)
-            return -431;
+            return -EMSGSIZE;
         ssize_t n = conn_read(ctx, idle);
         if (n == -EAGAIN)
             return 0;
@@ -245,7 +255,7 @@ static enum conn_verdict run(struct conn_ctx *ctx)
             continue;
         }
         if (r < 0) {
-            http_send_error(ctx, (int)-r);
+            http_send_error(ctx, http_status_of((int)r));
             break;
         }
         if (!handle(ctx, hc, hw, &head, (size_t)r))

@@ -28,6 +28,7 @@ struct http_route {
     void (*free_data)(void *);
     struct http_route *next; /* every route, for freeing */
     uint64_t max_body;       /* its request bodies' limit; 0: the server's max_body */
+    uint32_t body_timeout_s; /* its bodies' whole-body deadline; 0: the server's */
 };
 
 struct http_config {
@@ -38,7 +39,14 @@ struct http_config {
     unsigned n_vhosts;               /* 0: every request goes to routes */
     struct http_limits limits;
     size_t max_body;
+    /* A body must come whole within body_timeout_s of its first read, and
+     * once body_rate_grace_s passed, at body_min_rate bytes a second on
+     * average since then (0: no minimum); else 408. request_timeout_s is
+     * the runtime's: the longest wait for one read. */
+    uint32_t body_timeout_s, body_rate_grace_s, request_timeout_s;
+    uint64_t body_min_rate;
     size_t multipart_memory_max; /* a multipart part above this goes to a temporary file */
+    size_t body_memory_max;      /* a COLIBRI_NEED_BODY body above this goes to one too */
     char temp_dir[256];          /* where: temp_dir, else $TMPDIR, else /tmp */
     char server_hdr[128];        /* "Server: colibri\r\n", or "" */
     size_t server_hdr_len;

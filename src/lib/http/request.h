@@ -50,6 +50,26 @@ struct http_worker {
     size_t log_peer_len;
 };
 
+enum body_kind { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };
+
+/* How a request body is being read, in the connection's state rather than
+ * the request's, so a request without a body does not pay for zeroing it:
+ * reset when a request with a body begins. */
+struct http_body_state {
+    /* its pace: when its first read began (0: not yet), the bytes read
+     * since, and the route's body_timeout (0: the server's) */
+    uint64_t t0_ms, got;
+    uint32_t timeout_s;
+    /* a COLIBRI_NEED_BODY body above body_memory_max: the unnamed file it
+     * went to (fd, file_len bytes written; hc->reqbody then holds what
+     * waits to be written), and its mapping once colibri_req_body() asked;
+     * closed and unmapped by a defer */
+    bool spooled;
+    int fd;
+    uint64_t file_len;
+    void *map;
+};
+
 /* A connection's HTTP state (the runtime's per-connection slot); its
  * buffers are reused from request to request. */
 struct http_conn {
@@ -58,14 +78,13 @@ struct http_conn {
     struct strbuf reqbody;       /* the request body, once read */
     struct arena arena;          /* per-request scratch: decoded path, query values, pinned head */
     struct http_chunked chunked; /* the decoder of a chunked request body, reset per body */
+    struct http_body_state bs;   /* the request body's reading, reset per body */
     bool closing;                /* answer with Connection: close, then close */
     bool lingering;              /* close after draining the client's unread bytes */
     bool mid_request;            /* part of a request is buffered or being read (408 on timeout) */
     bool after_proxy_hdr;        /* a PROXY header came, its first request not yet: not idle */
     struct colibri_response *resp; /* the request handle() runs now (on its stack) */
 };
-
-enum body_kind { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };
 
 struct colibri_request {
     struct conn_ctx *ctx;
@@ -109,8 +128,8 @@ struct colibri_response {
 
 /* --- request.c --- */
 
-/* Decodes and normalises the target's path into req->path: 0, 400, or
- * 500 (out of memory). Inline, because every request needs it and most
+/* Decodes and normalises the target's path into req->path: 0, -EBADMSG,
+ * or -ENOMEM. Inline, because every request needs it and most
  * paths have nothing to decode: those are the head's own bytes (a view
  * that http_pin_head() moves with the head); the others go to
  * http_decode_path_escaped(), which decodes into the arena. */
@@ -129,17 +148,28 @@ static inline int http_decode_path(struct colibri_request *req)
  * calls it before ctx->in moves (a body read, WebSocket frames), or the
  * access log and the header lookups see the new bytes. Once per request. */
 int http_pin_head(struct colibri_request *req);
-/* Reads the rest of the body into hc->reqbody (keep) or drops it. 0, or
- * the status to give up with (the connection then closes). */
+/* Reads the rest of the body (keep) or drops it. A kept body is in
+ * hc->reqbody, or, beyond body_memory_max, in the unnamed file hc->bs.fd
+ * (hc->bs.spooled). 0, or -errno to give up with (the connection then
+ * closes; http_status_of() answers it). */
 int http_body_pump(struct colibri_request *req, bool keep);
 /* The next bytes of the body (de-chunked), read from the socket when none
  * are buffered: 0 with out->len > 0, 0 with out->len == 0 at its end, or
- * the status to give up with (the connection then closes). The bytes stay
- * valid until the next call. */
+ * -errno to give up with (the connection then closes): -EFBIG above
+ * max_body, -EBADMSG malformed or cut short, -ETIMEDOUT too slow
+ * (body_timeout, body_min_rate), -ENOMEM. The bytes stay valid until the
+ * next call. */
 int http_body_next(struct colibri_request *req, struct view *out);
 /* Consumes a body nobody read, so the next request is framed right; if
  * that is not possible, the connection closes. */
 void http_skip_body(struct colibri_request *req);
+
+/* --- multipart_req.c --- */
+
+/* An unnamed file in dir, readable by nobody else: O_TMPFILE, or where
+ * the file system has none, mkstemp and an unlink at once. The fd, or -1
+ * (errno). */
+int http_temp_file(const char *dir);
 
 /* --- proxy_step.c --- */
 
@@ -166,5 +196,6 @@ void http_send_error(struct conn_ctx *ctx, int status);
 /* "Date: ...\r\n" for the worker's current second. */
 #define HTTP_DATE_HDR_LEN (6 + 29 + 2)
 const char *http_date_header(struct http_worker *hw, time_t now);
-/* The header "Allow: GET, HEAD\r\n" for methods (COLIBRI_M bits), into hdrs. */
-void http_allow_header(struct strbuf *hdrs, unsigned methods);
+/* The header "Allow: GET, HEAD\r\n" for methods (COLIBRI_M bits), into
+ * hdrs: 0, or -ENOMEM (hdrs unchanged). */
+int http_allow_header(struct strbuf *hdrs, unsigned methods);

@@ -386,19 +386,25 @@ void http_start_stream(struct colibri_response *resp)
     write_head(req, resp, resp->status ? resp->status : 200, -1, resp->mime, NO_BODY);
 }
 
-void http_allow_header(struct strbuf *h, unsigned methods)
+int http_allow_header(struct strbuf *h, unsigned methods)
 {
-    strbuf_append(h, "Allow: ", 7);
+    size_t was = h->len;
+    int r = strbuf_append(h, "Allow: ", 7);
     bool first = true;
-    for (unsigned m = 0; m < COLIBRI_METHOD_COUNT; m++) {
+    for (unsigned m = 0; m < COLIBRI_METHOD_COUNT && !r; m++) {
         if (!(methods & COLIBRI_M(m)))
             continue;
         if (!first)
-            strbuf_append(h, ", ", 2);
-        strbuf_append_str(h, colibri_method_name((enum colibri_method)m));
+            r = strbuf_append(h, ", ", 2);
+        if (!r)
+            r = strbuf_append_str(h, colibri_method_name((enum colibri_method)m));
         first = false;
     }
-    strbuf_append(h, "\r\n", 2);
+    if (!r)
+        r = strbuf_append(h, "\r\n", 2);
+    if (r)
+        h->len = was; /* no half line */
+    return r;
 }
 
 /* --- the public response API ----------------------------------------------------- */
@@ -464,20 +470,19 @@ int colibri_resp_send_chunk(struct colibri_response *resp, const void *p, size_t
         return 0;
     }
     resp->body_bytes += len;
-    if (!resp->chunked) {
-        strbuf_append(&ctx->out, p, len);
-        conn_flush(ctx);
-        return 0;
-    }
+    /* what waits in ctx->out (the head, the first time), the chunk's size
+     * line, its bytes and the CRLF leave in one writev from where they
+     * are: nothing is copied, so nothing can fail but the connection
+     * (which unwinds the handler) */
     char size[24];
-    int n = snprintf(size, sizeof(size), "%zx\r\n", len);
-    strbuf_append(&ctx->out, size, (size_t)n);
-    struct iovec iov[3] = {
+    int n = resp->chunked ? snprintf(size, sizeof(size), "%zx\r\n", len) : 0;
+    struct iovec iov[4] = {
         {.iov_base = ctx->out.buf, .iov_len = ctx->out.len},
+        {.iov_base = size, .iov_len = (size_t)n},
         {.iov_base = (void *)p, .iov_len = len},
-        {.iov_base = "\r\n", .iov_len = 2},
+        {.iov_base = "\r\n", .iov_len = resp->chunked ? 2 : 0},
     };
-    conn_writev(ctx, iov, 3);
+    conn_writev(ctx, iov, 4);
     strbuf_reset(&ctx->out);
     return 0;
 }

@@ -89,14 +89,19 @@ static int load_handler(struct colibri_server *srv, struct config_node *n, char 
     if (!h)
         return config_error(n, err, errlen, "unknown handler '%s'", name);
     size_t max_body = 0;
+    uint32_t body_timeout_s = 0;
     struct config_node *o;
     int r;
     if (n->is_section && (o = config_take(n, "max_body")) &&
         (r = size_in(o, 1, SIZE_MAX, &max_body, err, errlen)))
         return r;
+    if (n->is_section && (o = config_take(n, "body_timeout")) &&
+        (r = seconds(o, &body_timeout_s, err, errlen)))
+        return r;
     if (colibri_server_add_route(srv, prefix, h, NULL, NULL, why, sizeof(why)))
         return config_error(n, err, errlen, "%s", why);
     srv->route_list->max_body = max_body; /* the route just added */
+    srv->route_list->body_timeout_s = body_timeout_s;
     /* anything else in the block: config_take_unused() names it */
     return 0;
 }
@@ -334,6 +339,18 @@ static void load_settings(struct colibri_server *srv, struct config *cfg, struct
         note(e, n, err);
     if ((n = config_take(root, "max_request_body")) &&
         (r = size_in(n, 0, SIZE_MAX, &h->max_body, err, errlen)))
+        note(e, n, err);
+    if ((n = config_take(root, "body_timeout")) &&
+        (r = seconds(n, &h->body_timeout_s, err, errlen)))
+        note(e, n, err);
+    if ((n = config_take(root, "body_rate_grace")) &&
+        (r = seconds(n, &h->body_rate_grace_s, err, errlen)))
+        note(e, n, err);
+    if ((n = config_take(root, "body_min_rate")) &&
+        (r = size_in(n, 0, 1 << 30, &h->body_min_rate, err, errlen)))
+        note(e, n, err);
+    if ((n = config_take(root, "body_memory_max")) &&
+        (r = size_in(n, 0, 1 << 30, &h->body_memory_max, err, errlen)))
         note(e, n, err);
     if ((n = config_take(root, "multipart_memory_max")) &&
         (r = size_in(n, 0, 1 << 30, &h->multipart_memory_max, err, errlen)))

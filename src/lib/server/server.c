@@ -52,7 +52,11 @@ struct colibri_server *colibri_server_new(void)
     srv->http = (struct http_config){
         .limits = HTTP_LIMITS_DEFAULT,
         .max_body = 1 << 20,
+        .body_timeout_s = 60,
+        .body_rate_grace_s = 10,
+        .body_min_rate = 1024,
         .multipart_memory_max = 64 << 10,
+        .body_memory_max = 1 << 20,
         .access_log_fd = -1,
         .ws_memory_max = (size_t)256 << 20,
     };
@@ -364,6 +368,7 @@ void server_finish_http(struct colibri_server *s, const struct colibri_server *s
     s->http.proxy_protocol = any_proxy ? proxy : NULL;
     s->http.n_proxy_protocol = srv->n_listeners;
     s->http.access_log_fd = srv->logs.access_fd;
+    s->http.request_timeout_s = srv->wcfg.request_timeout_s; /* the running one's */
     s->http.error_tpl = s->error_tpl;
     /* without named sites, everything goes to the default site (routes or
      * not); with them, an unknown host gets 421 unless there is a default */
