@@ -57,25 +57,30 @@ static char *put_field(char *p, struct view v, bool found)
     return p;
 }
 
+size_t http_peer_text(const struct conn_peer *peer, char *a)
+{
+    char *start = a;
+    if (peer->family == AF_INET) {
+        for (int i = 0; i < 4; i++) {
+            a += u64_to_str(peer->addr[i], a);
+            *a++ = '.';
+        }
+        a--;
+    } else if (peer->family == AF_INET6 && inet_ntop(AF_INET6, peer->addr, a, INET6_ADDRSTRLEN)) {
+        a += strlen(a);
+    } else {
+        *a++ = '-';
+    }
+    *a = '\0';
+    return (size_t)(a - start);
+}
+
 /* The client's address as text; the worker keeps the last one, since a
  * keep-alive client sends many requests in a row. */
 static char *put_addr(char *p, struct http_worker *hw, const struct conn_peer *peer)
 {
     if (memcmp(&hw->log_peer, peer, sizeof(*peer))) {
-        char *a = hw->log_peer_str;
-        if (peer->family == AF_INET) {
-            for (int i = 0; i < 4; i++) {
-                a += u64_to_str(peer->addr[i], a);
-                *a++ = '.';
-            }
-            a--;
-        } else if (peer->family == AF_INET6 &&
-                   inet_ntop(AF_INET6, peer->addr, a, INET6_ADDRSTRLEN)) {
-            a += strlen(a);
-        } else {
-            *a++ = '-';
-        }
-        hw->log_peer_len = (size_t)(a - hw->log_peer_str);
+        hw->log_peer_len = http_peer_text(peer, hw->log_peer_str);
         hw->log_peer = *peer;
     }
     memcpy(p, hw->log_peer_str, hw->log_peer_len);
@@ -200,4 +205,19 @@ void http_access_log_flush(struct http_worker *hw)
     }
     b->len = 0;
     hw->log_lines = 0;
+}
+
+void http_log_cut(struct conn_ctx *ctx, const struct colibri_response *resp)
+{
+    char addr[INET6_ADDRSTRLEN + 8];
+    http_peer_text(conn_peer_of(ctx), addr);
+    if (!resp) {
+        LOG_LIMITED(LOG_INFO, "stop: cut off %s before a whole request came", addr);
+        return;
+    }
+    const struct http_head *head = resp->req->head;
+    LOG_LIMITED(LOG_INFO, "stop: cut off %s \"%.*s %.*s HTTP/1.%d\" (%d, %llu body bytes sent)", addr,
+                (int)head->method_str.len, head->method_str.p, (int)MIN(head->target.len, 200),
+                head->target.p, head->version_minor, resp->final_status,
+                (unsigned long long)resp->body_bytes);
 }

@@ -18,9 +18,11 @@
  * times a second; the request never notices. */
 #pragma once
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct colibri_request;
+struct conn_ctx;
 struct colibri_response;
 struct http_worker;
 
@@ -29,5 +31,13 @@ struct http_worker;
 void http_access_log(struct colibri_request *req, struct colibri_response *resp);
 /* Writes what the worker buffered (its thread, or after it ended). */
 void http_access_log_flush(struct http_worker *hw);
+/* A connection a stop cut off, at info level in the error log: its
+ * request and what was sent of the answer (resp), or that no whole
+ * request had come (NULL). */
+void http_log_cut(struct conn_ctx *ctx, const struct colibri_response *resp);
+/* peer as text ("-" when unknown) into a, which has room for
+ * INET6_ADDRSTRLEN bytes; returns its length. */
+struct conn_peer;
+size_t http_peer_text(const struct conn_peer *peer, char *a);
 /* Lines dropped so far because a write failed. */
 uint64_t http_access_log_dropped(void);

@@ -129,6 +129,7 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
                     resp.final_status);
     if (hw->cfg->access_log_fd >= 0)
         http_access_log(&req, &resp);
+    hc->resp = NULL; /* logged: nothing left for abandon() */
     if (ctx->out.len >= OUT_FLUSH_AT)
         conn_flush(ctx);
     conn_progress(ctx); /* the next request gets its own timeout */
@@ -213,6 +214,7 @@ static enum conn_verdict run(struct conn_ctx *ctx)
     struct http_conn *hc = conn_state(ctx);
     struct http_worker *hw = conn_worker_state(ctx);
     hc->closing = hc->lingering = hc->mid_request = hc->after_proxy_hdr = false;
+    hc->resp = NULL;
     /* the table exists only when some listener wants PROXY headers */
     if (unlikely(hw->cfg->proxy_protocol != NULL) && !http_proxy_step(ctx))
         return CONN_CLOSE; /* not a word to whoever it is */
@@ -269,18 +271,31 @@ static void on_timeout(struct conn_ctx *ctx)
     }
 }
 
-/* The client hung up while the handler waited (conn_close() then unwinds
- * it): the request still gets its access log line, with what was sent, or
- * 499 when nothing was (nginx's "client closed request"). */
-static void abandon(struct conn_ctx *ctx)
+/* The runtime closes the connection in the middle of a request (the
+ * client hung up, a write failed, a timeout, a stop's deadline; the
+ * coroutine is then unwound): the request still gets its access log line,
+ * with the status sent and the body bytes that went out, or 499 when
+ * nothing was sent (nginx's "client closed request"). A stop says at info
+ * level what it cut off. */
+static void abandon(struct conn_ctx *ctx, enum conn_cut why)
 {
     struct http_conn *hc = conn_state(ctx);
-    struct colibri_request *req = hc->resp->req;
-    if (req->hw->cfg->access_log_fd < 0)
+    struct colibri_response *resp = hc->resp;
+    if (!resp) {
+        if (why == CONN_CUT_STOP && hc->mid_request)
+            http_log_cut(ctx, NULL);
         return;
-    if (!hc->resp->final_status)
-        hc->resp->final_status = 499;
-    http_access_log(req, hc->resp);
+    }
+    hc->resp = NULL;
+    if (!resp->final_status)
+        resp->final_status = 499;
+    else /* what the write under way left unsent was the end of the body */
+        resp->body_bytes -= MIN(resp->body_bytes, (uint64_t)ctx->unsent);
+    resp->interrupted = true;
+    if (why == CONN_CUT_STOP)
+        http_log_cut(ctx, resp);
+    if (resp->req->hw->cfg->access_log_fd >= 0)
+        http_access_log(resp->req, resp);
 }
 
 static bool between_requests(const struct conn_ctx *ctx)

@@ -95,6 +95,7 @@ struct colibri_response {
     bool sent;           /* the response went out already (sendfile, static) */
     int final_status;    /* the status that went out (for the access log) */
     uint64_t body_bytes; /* body bytes sent (for the access log) */
+    bool interrupted;    /* the connection was cut before the answer was whole */
     /* header lines written before hc->hdrs without being copied there
      * first: for a caller whose lines outlive the writing of the head
      * (serve_files' precomputed ones, while it holds the cache entry) */

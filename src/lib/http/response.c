@@ -513,8 +513,12 @@ int colibri_resp_sendfile(struct colibri_response *resp, int status, const char 
         ctx->out.buf[ctx->out.len] = '\0';
         return status;
     }
-    /* large: the header waits in the socket (MSG_MORE) for sendfile */
+    /* large: the header waits in the socket (MSG_MORE) for sendfile; the
+     * body counts from when the header went (an answer cut short is
+     * logged with the body bytes that went out) */
+    resp->body_bytes = 0;
     conn_write_more(ctx, ctx->out.buf, ctx->out.len);
+    resp->body_bytes = len;
     strbuf_reset(&ctx->out);
     conn_sendfile(ctx, fd, offset, len);
     return status;
