@@ -23,13 +23,18 @@
 /* Per-connection buffers above this size are not kept in the pool. */
 #define KEEP_BUF_MAX (64 * 1024)
 
-/* The routes of the site named host, else the default site's (NULL when
- * there is none). Out of line: one site is the common case. */
-static __attribute__((noinline)) const struct trie *named_site(const struct http_config *cfg,
+/* The routes of the site named host (and its access log for req), else
+ * the default site's (NULL when there is none). Out of line: one site is
+ * the common case. */
+static __attribute__((noinline)) const struct trie *named_site(struct colibri_request *req,
                                                                struct view host)
 {
-    const struct trie *t = http_vhost_find(cfg->vhosts, cfg->n_vhosts, host);
-    return t ? t : cfg->routes;
+    const struct http_config *cfg = req->cfg;
+    const struct http_vhost *v = http_vhost_find(cfg->vhosts, cfg->n_vhosts, host);
+    if (!v)
+        return cfg->routes;
+    req->log = v->log;
+    return v->routes;
 }
 
 static int dispatch(struct colibri_request *req, struct colibri_response *resp)
@@ -50,7 +55,7 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
     const struct trie *routes;
     if (likely(!req->cfg->n_vhosts))
         routes = req->cfg->routes;
-    else if (!(routes = named_site(req->cfg, head->host)))
+    else if (!(routes = named_site(req, head->host)))
         return 421; /* no site of that name and no default site */
     const struct http_route *route = trie_lookup_segments(routes, req->path.p, req->path.len, NULL);
     if (!route)
@@ -90,6 +95,8 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
         .head_at = ctx->in + ctx->in_pos,
         .head_len = head_len,
         .max_body = hw->cfg->max_body,
+        .log = hw->cfg->site_log,
+        .t0_ns = ctx->worker->mono_ns,
     };
     struct colibri_response resp = {.req = &req, .mime = "text/plain"};
     hc->resp = &resp; /* for abandon(): read only while a handler waits */
@@ -127,7 +134,7 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
         LOG_LIMITED(LOG_WARN, "\"%.*s %.*s\": answered %d", (int)head->method_str.len,
                     head->method_str.p, (int)MIN(head->target.len, 200), head->target.p,
                     resp.final_status);
-    if (hw->cfg->access_log_fd >= 0)
+    if (req.log)
         http_access_log(&req, &resp);
     hc->resp = NULL; /* logged: nothing left for abandon() */
     if (ctx->out.len >= OUT_FLUSH_AT)
@@ -294,7 +301,7 @@ static void abandon(struct conn_ctx *ctx, enum conn_cut why)
     resp->interrupted = true;
     if (why == CONN_CUT_STOP)
         http_log_cut(ctx, resp);
-    if (resp->req->hw->cfg->access_log_fd >= 0)
+    if (resp->req->log)
         http_access_log(resp->req, resp);
 }
 
@@ -352,6 +359,7 @@ struct http_worker *http_worker_new(const struct http_config *cfg)
                                                              .ok_date_time = -1,
                                                              .ok_head_time = -1,
                                                              .log_time = -1,
+                                                             .log_iso_time = -1,
                                                              .log_peer = {.family = 0xffff}});
     if (hw && !(hw->scratch = tpl_scratch_new())) {
         free(hw);
@@ -362,21 +370,22 @@ struct http_worker *http_worker_new(const struct http_config *cfg)
 
 void http_worker_set_config(struct http_worker *hw, const struct http_config *cfg)
 {
+    http_access_log_flush(hw); /* the lines of the old config's sites go first */
     hw->cfg = cfg;
     hw->ok_head_time = -1;
 }
 
 void http_worker_flush_log(struct http_worker *hw)
 {
-    if (hw->cfg->access_log_fd >= 0)
-        http_access_log_flush(hw);
+    http_access_log_flush(hw);
 }
 
 void http_worker_free(struct http_worker *hw)
 {
     if (!hw)
         return;
-    strbuf_free(&hw->log);
+    for (unsigned i = 0; i < HTTP_LOG_FILES_MAX; i++)
+        strbuf_free(&hw->log[i].b);
     tpl_scratch_free(hw->scratch);
     free(hw);
 }

@@ -18,6 +18,8 @@
 
 struct trie;
 struct http_vhost;
+struct http_log;
+struct http_log_files;
 struct tpl;
 struct tpl_scratch;
 
@@ -48,7 +50,12 @@ struct http_config {
      * begin with a PROXY header (http/proxy.h). NULL: none do. */
     const bool *proxy_protocol;
     unsigned n_proxy_protocol;
-    int access_log_fd; /* O_APPEND, or -1: no access log */
+    /* the access log: the server's files (NULL: none), the top level's
+     * log (requests no site took: refused by the parser), the default
+     * site's (its own, else the top level's); NULL: not logged */
+    const struct http_log_files *log_files;
+    const struct http_log *access_log;
+    const struct http_log *site_log;
 };
 
 /* The methods a handler is called for: its own (GET when it names none)

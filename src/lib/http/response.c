@@ -369,8 +369,10 @@ void http_send_error(struct conn_ctx *ctx, int status)
     strbuf_reset(&hc->body);
     strbuf_reset(&hc->hdrs);
     http_write_response(&req, &resp, status);
-    if (hw->cfg->access_log_fd >= 0)
+    if ((req.log = hw->cfg->access_log)) {
+        req.t0_ns = ctx->worker->mono_ns;
         http_access_log(&req, &resp);
+    }
 }
 
 void http_start_stream(struct colibri_response *resp)

@@ -146,6 +146,8 @@ static void load_site_body(struct colibri_server *srv, struct config_node *site,
         int r;
         if (!strcmp(n->name, "handler")) {
             r = load_handler(srv, n, err, errlen);
+        } else if (!strcmp(n->name, "access_log") || !strcmp(n->name, "log_format")) {
+            r = logs_load_site(&srv->logs, srv->loading, n, err, errlen);
         } else {
             const struct colibri_module *m = server_find_module(srv, n->name);
             if (!m)

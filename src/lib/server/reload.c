@@ -353,8 +353,8 @@ static int publish(struct colibri_server *srv, struct colibri_server *next, stru
     next->n_listeners = 0;
 
     server_finish_http(next, srv, table);
-    /* what only the reload needed */
-    logs_free(&next->logs);
+    /* what only the reload needed (its sites' logs go with its generation) */
+    logs_release_top(&next->logs);
 
     *g = (struct server_gen){.owner = next, .http = &next->http, .proxy_protocol = table};
     struct server_gen *old = srv->gen;
@@ -390,6 +390,8 @@ void server_reload(struct colibri_server *srv)
         r = err_set(err, ERR_MAX, -ESRCH, NULL, "the server is not running");
     if (!r)
         r = plan_listeners(srv, next, &p, err, ERR_MAX);
+    if (!r)
+        r = logs_link(&next->logs, &srv->logs, err, ERR_MAX);
     if (!r) {
         restart_only(srv, next);
         r = publish(srv, next, &p, err, ERR_MAX);

@@ -53,7 +53,6 @@ struct colibri_server *colibri_server_new(void)
         .limits = HTTP_LIMITS_DEFAULT,
         .max_body = 1 << 20,
         .multipart_memory_max = 64 << 10,
-        .access_log_fd = -1,
     };
     const char *tmp = getenv("TMPDIR");
     snprintf(srv->http.temp_dir, sizeof(srv->http.temp_dir), "%s",
@@ -362,7 +361,12 @@ void server_finish_http(struct colibri_server *s, const struct colibri_server *s
     /* NULL: no listener wants PROXY headers, and run() need not ask */
     s->http.proxy_protocol = any_proxy ? proxy : NULL;
     s->http.n_proxy_protocol = srv->n_listeners;
-    s->http.access_log_fd = srv->logs.access_fd;
+    /* the access logs: the running server's files, what each site uses */
+    s->http.log_files = srv->logs.files;
+    s->http.access_log = s->logs.top_logged ? &s->logs.top : NULL;
+    s->http.site_log = logs_site(&s->logs, NULL);
+    for (unsigned i = 0; i < s->n_vhosts; i++)
+        s->vhosts[i].log = logs_site(&s->logs, s->vhosts[i].routes);
     s->http.error_tpl = s->error_tpl;
     /* without named sites, everything goes to the default site (routes or
      * not); with them, an unknown host gets 421 unless there is a default */
@@ -430,6 +434,8 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
         goto out_free;
     }
     *srv->gen = (struct server_gen){.owner = srv, .http = &srv->http, .proxy_protocol = proxy};
+    if ((r = logs_link(&srv->logs, &srv->logs, err, errlen)))
+        goto out_free;
     server_finish_http(srv, srv, proxy);
     /* room for a whole head and the start of a body, in whole pages */
     srv->wcfg.in_cap = (srv->http.limits.max_head + 1024 + 4095) & ~(size_t)4095;
