@@ -30,7 +30,7 @@ static const bool esc[256] = {
     [0 ... 0x1f] = true, ['"'] = true, ['\\'] = true, [0x7f ... 0xff] = true};
 
 /* Appends v escaped; p has room for 4 * v.len bytes. */
-char *http_log_escape(char *p, struct view v)
+static inline char *put_escaped(char *p, struct view v)
 {
     const unsigned char *s = (const unsigned char *)v.p;
     for (size_t i = 0; i < v.len; i++) {
@@ -51,7 +51,7 @@ static char *put_field(char *p, struct view v, bool found)
 {
     *p++ = '"';
     if (found && v.len)
-        p = http_log_escape(p, v);
+        p = put_escaped(p, v);
     else
         *p++ = '-';
     *p++ = '"';
@@ -78,7 +78,7 @@ size_t http_peer_text(const struct conn_peer *peer, char *a)
 
 /* The client's address as text; the worker keeps the last one, since a
  * keep-alive client sends many requests in a row. */
-char *http_log_addr(char *p, struct http_worker *hw, const struct conn_peer *peer)
+static inline char *put_addr(char *p, struct http_worker *hw, const struct conn_peer *peer)
 {
     if (memcmp(&hw->log_peer, peer, sizeof(*peer))) {
         hw->log_peer_len = http_peer_text(peer, hw->log_peer_str);
@@ -99,8 +99,8 @@ static struct view field_value(const char *v, const char *end)
 }
 
 /* Referer and User-Agent in one pass over the validated field lines. */
-void http_log_find_fields(struct view h, struct view *ref, bool *has_ref, struct view *ua,
-                          bool *has_ua)
+static inline void find_fields(struct view h, struct view *ref, bool *has_ref, struct view *ua,
+                               bool *has_ua)
 {
     const char *p = h.p, *end = h.p + h.len;
     while (p < end) {
@@ -121,7 +121,7 @@ void http_log_find_fields(struct view h, struct view *ref, bool *has_ref, struct
 }
 
 /* "22/Nov/2026:13:40:00 +0000" for the worker's second, made once a second. */
-const char *http_log_date(struct http_worker *hw, time_t now)
+static inline const char *log_date(struct http_worker *hw, time_t now)
 {
     if (hw->log_time != now) {
         struct tm tm;
@@ -131,6 +131,28 @@ const char *http_log_date(struct http_worker *hw, time_t now)
         hw->log_time = now;
     }
     return hw->log_date;
+}
+
+/* For log_format.c: the same pieces, out of line. */
+char *http_log_escape(char *p, struct view v)
+{
+    return put_escaped(p, v);
+}
+
+char *http_log_addr(char *p, struct http_worker *hw, const struct conn_peer *peer)
+{
+    return put_addr(p, hw, peer);
+}
+
+void http_log_find_fields(struct view h, struct view *ref, bool *has_ref, struct view *ua,
+                          bool *has_ua)
+{
+    find_fields(h, ref, has_ref, ua, has_ua);
+}
+
+const char *http_log_date(struct http_worker *hw, time_t now)
+{
+    return log_date(hw, now);
 }
 
 /* Where a line goes: the worker's buffer for the file of req->log. */
@@ -168,8 +190,8 @@ void http_access_log(struct colibri_request *req, struct colibri_response *resp)
     struct view ref = {0}, ua = {0};
     bool has_ref = false, has_ua = false;
     if (head->headers.len)
-        http_log_find_fields(head->headers, &ref, &has_ref, &ua, &has_ua);
-    const char *date = http_log_date(hw, conn_wall_time(req->ctx));
+        find_fields(head->headers, &ref, &has_ref, &ua, &has_ua);
+    const char *date = log_date(hw, conn_wall_time(req->ctx));
     size_t max =
         INET6_ADDRSTRLEN + 8 + hw->log_date_len + 4 +
         4 * (head->method_str.len + head->target.len + (head->method_str.len ? 0 : req->head_len)) +
@@ -179,7 +201,7 @@ void http_access_log(struct colibri_request *req, struct colibri_response *resp)
         return;
     }
     char *p = b->buf + b->len;
-    p = http_log_addr(p, hw, conn_peer_of(req->ctx));
+    p = put_addr(p, hw, conn_peer_of(req->ctx));
     memcpy(p, " - - [", 6);
     p += 6;
     memcpy(p, date, hw->log_date_len);
@@ -187,14 +209,14 @@ void http_access_log(struct colibri_request *req, struct colibri_response *resp)
     memcpy(p, "] \"", 3);
     p += 3;
     if (head->method_str.len) {
-        p = http_log_escape(p, head->method_str);
+        p = put_escaped(p, head->method_str);
         *p++ = ' ';
-        p = http_log_escape(p, head->target);
+        p = put_escaped(p, head->target);
         memcpy(p, " HTTP/1.", 8);
         p += 8;
         *p++ = (char)('0' + head->version_minor);
     } else if (req->head_len) { /* refused by the parser: its bytes as they came */
-        p = http_log_escape(p, (struct view){.p = req->head_at, .len = req->head_len});
+        p = put_escaped(p, (struct view){.p = req->head_at, .len = req->head_len});
     } else {
         *p++ = '-';
     }
