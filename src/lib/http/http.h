@@ -30,6 +30,7 @@ struct http_route {
     void (*free_data)(void *);
     struct http_route *next; /* every route, for freeing */
     uint64_t max_body;       /* its request bodies' limit; 0: the server's max_body */
+    int line;                /* the config line that made it (0: a program's call) */
 };
 
 struct http_config {

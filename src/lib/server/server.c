@@ -207,10 +207,19 @@ int colibri_server_add_route(struct colibri_server *srv, const char *prefix,
     struct trie *t = srv->loading ? srv->loading : srv->routes;
     struct http_route *r =
         ALLOC_INIT(struct http_route,
-                   {.handler = h, .data = data, .free_data = free_data, .next = srv->route_list});
+                   {.handler = h,
+                    .data = data,
+                    .free_data = free_data,
+                    .next = srv->route_list,
+                    .line = srv->loading_line});
     if (!r || (e = trie_add(t, prefix, strlen(prefix), r)) < 0) {
         free(r);
-        if (e == -EEXIST)
+        size_t len = strlen(prefix), matched = 0;
+        const struct http_route *first = e == -EEXIST ? trie_lookup(t, prefix, len, &matched) : NULL;
+        if (first && matched == len && first->line)
+            err_set(err, errlen, e, NULL, "prefix '%s' is already routed at line %d", prefix,
+                    first->line);
+        else if (e == -EEXIST)
             err_set(err, errlen, e, NULL, "prefix '%s' is already routed", prefix);
         else
             err_set(err, errlen, e, NULL, "prefix '%s': %s", prefix, strerror(-e));
@@ -520,6 +529,12 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
      * longer needed (threads started from here on run as the user), and
      * with "sandbox = true" the sandbox closes around every thread: its
      * paths are opened before the drop (and a chroot), it closes after */
+    /* root is worth a warning only for a server that keeps it while it
+     * listens, as configured: not for a program without a config file
+     * (a sample run by hand) */
+    if (!srv->privs.set && geteuid() == 0 && srv->config_path && srv->n_listeners)
+        log_msg(LOG_WARN, "running as root; set 'user' in the config to run as an "
+                          "unprivileged user once the listeners are bound");
     if ((r = sandbox_prepare(srv, err, errlen)) || (r = privs_drop(&srv->privs, err, errlen)) ||
         (r = sandbox_enter(srv, err, errlen)))
         goto out_workers;
