@@ -121,3 +121,33 @@ def test_restart_only_warning_once_per_change(make_server):
     assert warnings() == 2
     reload(s, text.replace("threads = 2", "threads = 4"))  # changed again
     assert warnings() == 3, s.stderr()
+
+
+def test_make_run_port(tmp_path):
+    """`make run PORT=N` serves colibri.conf's site on 127.0.0.1:N."""
+    import requests
+    import time
+
+    port = free_port()
+    env = dict(os.environ)
+    for k in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):
+        env.pop(k, None)
+    out = open(tmp_path / "make.out", "wb")
+    p = subprocess.Popen(["make", "run", "PORT=%d" % port, "BUILD=%s" % colibri_bin().parent],
+                         cwd=str(REPO), env=env, stdout=out, stderr=subprocess.STDOUT,
+                         stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert p.poll() is None, (tmp_path / "make.out").read_text()
+            try:
+                r = requests.get("http://127.0.0.1:%d/hello" % port, timeout=2)
+                break
+            except requests.ConnectionError:
+                assert time.monotonic() < deadline, (tmp_path / "make.out").read_text()
+                time.sleep(0.1)
+        assert r.status_code == 200 and r.text == "Hello, World!"
+    finally:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait(20)
+        out.close()
