@@ -264,8 +264,8 @@ void http_log_cut(struct conn_ctx *ctx, const struct colibri_response *resp)
         return;
     }
     const struct http_head *head = resp->req->head;
-    LOG_LIMITED(LOG_INFO, "stop: cut off %s \"%.*s %.*s HTTP/1.%d\" (%d, %llu body bytes sent)", addr,
-                (int)head->method_str.len, head->method_str.p, (int)MIN(head->target.len, 200),
-                head->target.p, head->version_minor, resp->final_status,
-                (unsigned long long)resp->body_bytes);
+    LOG_LIMITED(LOG_INFO, "stop: cut off %s \"%.*s %.*s HTTP/1.%d\" (%d, %llu body bytes sent)",
+                addr, (int)head->method_str.len, head->method_str.p,
+                (int)MIN(head->target.len, 200), head->target.p, head->version_minor,
+                resp->final_status, (unsigned long long)resp->body_bytes);
 }

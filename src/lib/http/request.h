@@ -90,8 +90,8 @@ struct colibri_request {
     unsigned needs;     /* the handler's enum colibri_need */
     struct view path;   /* decoded and normalised: the head's bytes, or the arena's */
     uint64_t body_left;
-    uint64_t max_body;  /* the route's limit, or the server's */
-    struct http_mp *mp; /* colibri_req_multipart_next()'s state, once called */
+    uint64_t max_body;          /* the route's limit, or the server's */
+    struct http_mp *mp;         /* colibri_req_multipart_next()'s state, once called */
     const struct http_log *log; /* where its access log line goes (NULL: none) */
     uint64_t t0_ns;             /* the worker's clock when it began (request_time_ms) */
 };

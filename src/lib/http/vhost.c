@@ -24,8 +24,7 @@ struct view http_host_name(struct view host)
     return (struct view){.p = p, .len = (size_t)(e - p)};
 }
 
-const struct http_vhost *http_vhost_find(const struct http_vhost *v, unsigned n,
-                                         struct view host)
+const struct http_vhost *http_vhost_find(const struct http_vhost *v, unsigned n, struct view host)
 {
     struct view h = http_host_name(host);
     for (unsigned i = 0; i < n; i++)

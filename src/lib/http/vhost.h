@@ -30,8 +30,7 @@ struct view http_host_name(struct view host);
 
 /* The site whose canonical name matches host (a raw head->host: port and
  * case are ignored), or NULL. */
-const struct http_vhost *http_vhost_find(const struct http_vhost *v, unsigned n,
-                                         struct view host);
+const struct http_vhost *http_vhost_find(const struct http_vhost *v, unsigned n, struct view host);
 
 /* A site name from the config in canonical form (lower case, one trailing
  * dot dropped) into out, which holds cap bytes (NUL-terminated): its

@@ -185,8 +185,8 @@ int logs_link(struct server_logs *l, struct server_logs *running, char *err, siz
     for (unsigned i = 0; i < l->n_sites; i++) {
         bool dup = false;
         for (unsigned j = 0; j < i && !dup; j++)
-            dup = l->sites[j].path && l->sites[i].path &&
-                  !strcmp(l->sites[i].path, l->sites[j].path);
+            dup =
+                l->sites[j].path && l->sites[i].path && !strcmp(l->sites[i].path, l->sites[j].path);
         fresh += l->sites[i].path && !dup && slot_of(t, l->sites[i].path) < 0 &&
                  !(running->access_path && !strcmp(running->access_path, l->sites[i].path));
     }
@@ -199,8 +199,8 @@ int logs_link(struct server_logs *l, struct server_logs *running, char *err, siz
     l->top_logged = running->access_path != NULL;
     if (l->top_logged) {
         int fd = running->access_fd;
-        l->top = (struct http_log){.file = add_slot(t, running->access_path, &fd, fd),
-                                   .fmt = l->format};
+        l->top =
+            (struct http_log){.file = add_slot(t, running->access_path, &fd, fd), .fmt = l->format};
     }
     for (unsigned i = 0; i < l->n_sites; i++) {
         struct site_log *s = &l->sites[i];

@@ -35,8 +35,8 @@ struct site_log {
 };
 
 struct server_logs {
-    char *access_path; /* NULL: no access log; "stdout" */
-    int access_fd;     /* -1 when none */
+    char *access_path;              /* NULL: no access log; "stdout" */
+    int access_fd;                  /* -1 when none */
     struct http_log_format *format; /* the top level's log_format (NULL: combined) */
     struct site_log *sites;
     unsigned n_sites;
@@ -46,8 +46,8 @@ struct server_logs {
      * (owned by the running server's logs) */
     struct http_log_files *files;
     bool files_owned;
-    char *error_path;  /* NULL: stderr */
-    int error_fd;      /* -1: stderr */
+    char *error_path; /* NULL: stderr */
+    int error_fd;     /* -1: stderr */
     enum log_level level;
     char *pid_path;      /* NULL: no pid file */
     char pid_where[320]; /* "FILE:LINE: pid_file", for the error at start */

@@ -205,17 +205,16 @@ int colibri_server_add_route(struct colibri_server *srv, const char *prefix,
     }
     /* the site being loaded; outside config loading, the default site */
     struct trie *t = srv->loading ? srv->loading : srv->routes;
-    struct http_route *r =
-        ALLOC_INIT(struct http_route,
-                   {.handler = h,
-                    .data = data,
-                    .free_data = free_data,
-                    .next = srv->route_list,
-                    .line = srv->loading_line});
+    struct http_route *r = ALLOC_INIT(struct http_route, {.handler = h,
+                                                          .data = data,
+                                                          .free_data = free_data,
+                                                          .next = srv->route_list,
+                                                          .line = srv->loading_line});
     if (!r || (e = trie_add(t, prefix, strlen(prefix), r)) < 0) {
         free(r);
         size_t len = strlen(prefix), matched = 0;
-        const struct http_route *first = e == -EEXIST ? trie_lookup(t, prefix, len, &matched) : NULL;
+        const struct http_route *first =
+            e == -EEXIST ? trie_lookup(t, prefix, len, &matched) : NULL;
         if (first && matched == len && first->line)
             err_set(err, errlen, e, NULL, "prefix '%s' is already routed at line %d", prefix,
                     first->line);
