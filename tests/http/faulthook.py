@@ -44,7 +44,10 @@ def server_env(env, base, name):
     if not LIB:
         return env
     env = dict(env)
-    env["LD_PRELOAD"] = LIB
+    # after a library the test preloads itself (libfaketime, whose start-up
+    # opens files: with ours first, its open() would reach our wrapper
+    # before our constructor has looked up the real one)
+    env["LD_PRELOAD"] = (env.get("LD_PRELOAD", "") + " " + LIB).strip()
     ctl = base / ("%s.faultctl" % name)
     ctl.write_bytes(b"1" + b"\0" * 63)
     env["FAULT_CTL"] = str(ctl)

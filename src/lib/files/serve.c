@@ -68,7 +68,9 @@ static void add_expires(const struct files *f, struct colibri_response *resp)
     if (f->expires_s < 0)
         return;
     char line[HTTP_DATE_LEN + 11] = "Expires: ";
-    http_date_format((int64_t)time(NULL) + f->expires_s, line + 9);
+    /* from the clock the Date header is written with, so Expires - Date
+     * is the configured time exactly, also across a second's start */
+    http_date_format((int64_t)conn_wall_time(resp->req->ctx) + f->expires_s, line + 9);
     memcpy(line + 9 + HTTP_DATE_LEN, "\r\n", 2);
     colibri_resp_header_lines(resp, line, sizeof(line));
 }
