@@ -34,7 +34,6 @@ static void fix_init(struct fix *f)
     f->w->wall_time = T0;
     strcpy(f->cfg.server_hdr, "Server: colibri\r\n");
     f->cfg.server_hdr_len = strlen(f->cfg.server_hdr);
-    f->cfg.access_log_fd = -1;
     f->hw = http_worker_new(&f->cfg);
 }
 

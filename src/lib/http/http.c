@@ -23,13 +23,18 @@
 /* Per-connection buffers above this size are not kept in the pool. */
 #define KEEP_BUF_MAX (64 * 1024)
 
-/* The routes of the site named host, else the default site's (NULL when
- * there is none). Out of line: one site is the common case. */
-static __attribute__((noinline)) const struct trie *named_site(const struct http_config *cfg,
+/* The routes of the site named host (and its access log for req), else
+ * the default site's (NULL when there is none). Out of line: one site is
+ * the common case. */
+static __attribute__((noinline)) const struct trie *named_site(struct colibri_request *req,
                                                                struct view host)
 {
-    const struct trie *t = http_vhost_find(cfg->vhosts, cfg->n_vhosts, host);
-    return t ? t : cfg->routes;
+    const struct http_config *cfg = req->cfg;
+    const struct http_vhost *v = http_vhost_find(cfg->vhosts, cfg->n_vhosts, host);
+    if (!v)
+        return cfg->routes;
+    req->log = v->log;
+    return v->routes;
 }
 
 static int dispatch(struct colibri_request *req, struct colibri_response *resp)
@@ -51,7 +56,7 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
     const struct trie *routes;
     if (likely(!req->cfg->n_vhosts))
         routes = req->cfg->routes;
-    else if (!(routes = named_site(req->cfg, head->host)))
+    else if (!(routes = named_site(req, head->host)))
         return 421; /* no site of that name and no default site */
     const struct http_route *route = trie_lookup_segments(routes, req->path.p, req->path.len, NULL);
     if (!route)
@@ -108,6 +113,8 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
         .head_at = ctx->in + ctx->in_pos,
         .head_len = head_len,
         .max_body = hw->cfg->max_body,
+        .log = hw->cfg->site_log,
+        .t0_ns = ctx->worker->mono_ns,
     };
     struct colibri_response resp = {.req = &req, .mime = "text/plain"};
     hc->resp = &resp; /* for abandon(): read only while a handler waits */
@@ -151,8 +158,9 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
         LOG_LIMITED(LOG_WARN, "\"%.*s %.*s\": answered %d", (int)head->method_str.len,
                     head->method_str.p, (int)MIN(head->target.len, 200), head->target.p,
                     resp.final_status);
-    if (hw->cfg->access_log_fd >= 0)
+    if (req.log)
         http_access_log(&req, &resp);
+    hc->resp = NULL; /* logged: nothing left for abandon() */
     if (ctx->out.len >= OUT_FLUSH_AT)
         conn_flush(ctx);
     conn_progress(ctx); /* the next request gets its own timeout */
@@ -238,6 +246,7 @@ static enum conn_verdict run(struct conn_ctx *ctx)
     struct http_conn *hc = conn_state(ctx);
     struct http_worker *hw = conn_worker_state(ctx);
     hc->closing = hc->lingering = hc->mid_request = hc->after_proxy_hdr = false;
+    hc->resp = NULL;
     /* the table exists only when some listener wants PROXY headers */
     if (unlikely(hw->cfg->proxy_protocol != NULL) && !http_proxy_step(ctx))
         return CONN_CLOSE; /* not a word to whoever it is */
@@ -294,18 +303,31 @@ static void on_timeout(struct conn_ctx *ctx)
     }
 }
 
-/* The client hung up while the handler waited (conn_close() then unwinds
- * it): the request still gets its access log line, with what was sent, or
- * 499 when nothing was (nginx's "client closed request"). */
-static void abandon(struct conn_ctx *ctx)
+/* The runtime closes the connection in the middle of a request (the
+ * client hung up, a write failed, a timeout, a stop's deadline; the
+ * coroutine is then unwound): the request still gets its access log line,
+ * with the status sent and the body bytes that went out, or 499 when
+ * nothing was sent (nginx's "client closed request"). A stop says at info
+ * level what it cut off. */
+static void abandon(struct conn_ctx *ctx, enum conn_cut why)
 {
     struct http_conn *hc = conn_state(ctx);
-    struct colibri_request *req = hc->resp->req;
-    if (req->hw->cfg->access_log_fd < 0)
+    struct colibri_response *resp = hc->resp;
+    if (!resp) {
+        if (why == CONN_CUT_STOP && hc->mid_request)
+            http_log_cut(ctx, NULL);
         return;
-    if (!hc->resp->final_status)
-        hc->resp->final_status = 499;
-    http_access_log(req, hc->resp);
+    }
+    hc->resp = NULL;
+    if (!resp->final_status)
+        resp->final_status = 499;
+    else /* what the write under way left unsent was the end of the body */
+        resp->body_bytes -= MIN(resp->body_bytes, (uint64_t)ctx->unsent);
+    resp->interrupted = true;
+    if (why == CONN_CUT_STOP)
+        http_log_cut(ctx, resp);
+    if (resp->req->log)
+        http_access_log(resp->req, resp);
 }
 
 static bool between_requests(const struct conn_ctx *ctx)
@@ -362,6 +384,7 @@ struct http_worker *http_worker_new(const struct http_config *cfg)
                                                              .ok_date_time = -1,
                                                              .ok_head_time = -1,
                                                              .log_time = -1,
+                                                             .log_iso_time = -1,
                                                              .log_peer = {.family = 0xffff}});
     if (hw && !(hw->scratch = tpl_scratch_new())) {
         free(hw);
@@ -372,21 +395,22 @@ struct http_worker *http_worker_new(const struct http_config *cfg)
 
 void http_worker_set_config(struct http_worker *hw, const struct http_config *cfg)
 {
+    http_access_log_flush(hw); /* the lines of the old config's sites go first */
     hw->cfg = cfg;
     hw->ok_head_time = -1;
 }
 
 void http_worker_flush_log(struct http_worker *hw)
 {
-    if (hw->cfg->access_log_fd >= 0)
-        http_access_log_flush(hw);
+    http_access_log_flush(hw);
 }
 
 void http_worker_free(struct http_worker *hw)
 {
     if (!hw)
         return;
-    strbuf_free(&hw->log);
+    for (unsigned i = 0; i < HTTP_LOG_FILES_MAX; i++)
+        strbuf_free(&hw->log[i].b);
     tpl_scratch_free(hw->scratch);
     free(hw);
 }

@@ -18,6 +18,8 @@
 
 struct trie;
 struct http_vhost;
+struct http_log;
+struct http_log_files;
 struct tpl;
 struct tpl_scratch;
 
@@ -29,6 +31,7 @@ struct http_route {
     struct http_route *next; /* every route, for freeing */
     uint64_t max_body;       /* its request bodies' limit; 0: the server's max_body */
     uint32_t body_timeout_s; /* its bodies' whole-body deadline; 0: the server's */
+    int line;                /* the config line that made it (0: a program's call) */
 };
 
 struct http_config {
@@ -56,9 +59,14 @@ struct http_config {
      * begin with a PROXY header (http/proxy.h). NULL: none do. */
     const bool *proxy_protocol;
     unsigned n_proxy_protocol;
-    int access_log_fd;           /* O_APPEND, or -1: no access log */
     size_t ws_memory_max;        /* WebSocket messages being read, per worker: beyond, 1013 */
     uint32_t ws_idle_timeout_ms; /* a silent WebSocket is pinged, then closed; 0: never */
+    /* the access log: the server's files (NULL: none), the top level's
+     * log (requests no site took: refused by the parser), the default
+     * site's (its own, else the top level's); NULL: not logged */
+    const struct http_log_files *log_files;
+    const struct http_log *access_log;
+    const struct http_log *site_log;
 };
 
 /* The methods a handler is called for: its own (GET when it names none)

@@ -12,6 +12,7 @@
 
 #include "base/arena.h"
 #include "base/strbuf.h"
+#include "http/access_log.h"
 #include "http/chunked.h"
 #include "http/fields.h"
 #include "http/http.h"
@@ -39,12 +40,20 @@ struct http_worker {
     time_t ok_head_time;
     const struct http_config *ok_head_cfg;
     struct tpl_scratch *scratch;
-    struct strbuf log;  /* access log lines not written yet */
-    uint32_t log_lines; /* how many */
-    time_t log_time;    /* the second log_date shows */
-    char log_date[40];  /* "22/Nov/2026:13:40:00 +0000" */
+    /* access log lines not written yet, and how many, by file slot
+     * (struct http_log_files); slots below log_hi may hold some */
+    struct http_log_buf {
+        struct strbuf b;
+        uint32_t lines;
+    } log[HTTP_LOG_FILES_MAX];
+    unsigned log_hi;
+    time_t log_time;   /* the second log_date shows */
+    char log_date[40]; /* "22/Nov/2026:13:40:00 +0000" */
     size_t log_date_len;
     size_t ws_memory;          /* what this worker's WebSocket message buffers hold (ws.c) */
+    time_t log_iso_time; /* the second log_iso shows */
+    char log_iso[40];    /* "2026-11-22T13:40:00+00:00" */
+    size_t log_iso_len;
     struct conn_peer log_peer; /* the last client logged, and its address as text */
     char log_peer_str[48];
     size_t log_peer_len;
@@ -106,8 +115,10 @@ struct colibri_request {
     unsigned needs;   /* the handler's enum colibri_need */
     struct view path; /* decoded and normalised: the head's bytes, or the arena's */
     uint64_t body_left;
-    uint64_t max_body;  /* the route's limit, or the server's */
-    struct http_mp *mp; /* colibri_req_multipart_next()'s state, once called */
+    uint64_t max_body;          /* the route's limit, or the server's */
+    struct http_mp *mp;         /* colibri_req_multipart_next()'s state, once called */
+    const struct http_log *log; /* where its access log line goes (NULL: none) */
+    uint64_t t0_ns;             /* the worker's clock when it began (request_time_ms) */
 };
 
 struct colibri_response {
@@ -120,6 +131,7 @@ struct colibri_response {
     bool sent;           /* the response went out already (sendfile, static) */
     int final_status;    /* the status that went out (for the access log) */
     uint64_t body_bytes; /* body bytes sent (for the access log) */
+    bool interrupted;    /* the connection was cut before the answer was whole */
     /* header lines written before hc->hdrs without being copied there
      * first: for a caller whose lines outlive the writing of the head
      * (serve_files' precomputed ones, while it holds the cache entry) */

@@ -370,8 +370,10 @@ void http_send_error(struct conn_ctx *ctx, int status)
     strbuf_reset(&hc->body);
     strbuf_reset(&hc->hdrs);
     http_write_response(&req, &resp, status);
-    if (hw->cfg->access_log_fd >= 0)
+    if ((req.log = hw->cfg->access_log)) {
+        req.t0_ns = ctx->worker->mono_ns;
         http_access_log(&req, &resp);
+    }
 }
 
 void http_start_stream(struct colibri_response *resp)
@@ -526,8 +528,12 @@ int colibri_resp_sendfile(struct colibri_response *resp, int status, const char 
         ctx->out.buf[ctx->out.len] = '\0';
         return status;
     }
-    /* large: the header waits in the socket (MSG_MORE) for sendfile */
+    /* large: the header waits in the socket (MSG_MORE) for sendfile; the
+     * body counts from when the header went (an answer cut short is
+     * logged with the body bytes that went out) */
+    resp->body_bytes = 0;
     conn_write_more(ctx, ctx->out.buf, ctx->out.len);
+    resp->body_bytes = len;
     strbuf_reset(&ctx->out);
     conn_sendfile(ctx, fd, offset, len);
     return status;

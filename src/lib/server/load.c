@@ -164,11 +164,19 @@ static void load_site_body(struct colibri_server *srv, struct config_node *site,
         char err[1024] = "";
         size_t errlen = sizeof(err);
         int r;
+        srv->loading_line = n->line;
         if (!strcmp(n->name, "handler")) {
             r = load_handler(srv, n, err, errlen);
+        } else if (!strcmp(n->name, "access_log") || !strcmp(n->name, "log_format")) {
+            r = logs_load_site(&srv->logs, srv->loading, n, err, errlen);
         } else {
             const struct colibri_module *m = server_find_module(srv, n->name);
-            if (!m)
+            if (!m && n->is_section)
+                r = config_error(n, err, errlen,
+                                 "unknown key in site (no module '%s': is a 'module FILE' line "
+                                 "missing?)",
+                                 n->name);
+            else if (!m)
                 r = config_error(n, err, errlen, "unknown key in site");
             else if (!n->is_section)
                 r = config_error(n, err, errlen, "expected '%s PREFIX { ... }'", n->name);
@@ -179,6 +187,7 @@ static void load_site_body(struct colibri_server *srv, struct config_node *site,
         if (r)
             note(e, n, err);
     }
+    srv->loading_line = 0;
 }
 
 /* One name of "site NAME... { }" for the site whose routes are *routes
@@ -263,13 +272,18 @@ static int load_library(struct colibri_server *srv, const struct config_node *n,
     char path[PATH_MAX];
     if (!n->value[0] || n->is_section)
         return config_error(n, err, errlen, "expected 'module FILE'");
-    if (n->value[0] == '/' || !n->file) {
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", n->file ? n->file : ".");
+    const char *d = dirname(dir);
+    if (n->value[0] == '/' || !strcmp(d, ".")) {
+        /* a config in the current folder: FILE as written (not ././lib.so) */
         snprintf(path, sizeof(path), "%s", n->value);
-    } else {
-        char dir[PATH_MAX];
-        snprintf(dir, sizeof(dir), "%s", n->file);
-        if (snprintf(path, sizeof(path), "%s/%s", dirname(dir), n->value) >= (int)sizeof(path))
-            return config_error(n, err, errlen, "path too long");
+        if (!strchr(path, '/') && strlen(path) + 2 < sizeof(path)) /* dlopen() would search */
+            snprintf(path, sizeof(path), "./%s", n->value);
+    } else if (snprintf(path, sizeof(path), "%s/%s", d,
+                        strncmp(n->value, "./", 2) ? n->value : n->value + 2) >=
+               (int)sizeof(path)) {
+        return config_error(n, err, errlen, "path too long");
     }
     char why[512];
     if (sandbox_allow(srv, path, COLIBRI_PATH_READ, why, sizeof(why)))
@@ -410,12 +424,72 @@ static void load_settings(struct colibri_server *srv, struct config *cfg, struct
         note(e, NULL, err);
 }
 
+/* The line number of a "FILE:LINE: ..." message (INT_MAX: none). */
+static long line_of(const char *msg, size_t len)
+{
+    for (const char *c = memchr(msg, ':', len); c && c < msg + len;
+         c = memchr(c + 1, ':', (size_t)(msg + len - c - 1))) {
+        char *end;
+        long v = strtol(c + 1, &end, 10);
+        if (end > c + 1 && end < msg + len && *end == ':' && c[1] >= '0' && c[1] <= '9')
+            return v;
+    }
+    return INT_MAX;
+}
+
+/* The messages (one a line) in the order of their lines in the file, not
+ * of the loading steps that found them; a message without a line keeps
+ * its place among those of the same number (stable). */
+static void sort_by_line(char *buf)
+{
+    size_t len = strlen(buf);
+    unsigned n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += buf[i] == '\n';
+    struct msg {
+        const char *p;
+        size_t len;
+        long line;
+    } *m = calloc(n + 1, sizeof(*m));
+    char *copy = malloc(len + 1);
+    if (!m || !copy) {
+        free(m);
+        free(copy);
+        return;
+    }
+    memcpy(copy, buf, len + 1);
+    unsigned k = 0;
+    for (char *p = copy, *nl; p; p = nl ? nl + 1 : NULL) {
+        nl = strchr(p, '\n');
+        size_t l = nl ? (size_t)(nl - p) : strlen(p);
+        m[k++] = (struct msg){.p = p, .len = l, .line = line_of(p, l)};
+    }
+    for (unsigned i = 1; i < k; i++) /* insertion sort: stable, and few */
+        for (unsigned j = i; j > 0 && m[j - 1].line > m[j].line; j--) {
+            struct msg t = m[j];
+            m[j] = m[j - 1];
+            m[j - 1] = t;
+        }
+    char *w = buf;
+    for (unsigned i = 0; i < k; i++) {
+        if (i)
+            *w++ = '\n';
+        memcpy(w, m[i].p, m[i].len);
+        w += m[i].len;
+    }
+    *w = '\0';
+    free(m);
+    free(copy);
+}
+
 static int load_config(struct colibri_server *srv, struct config *cfg, char *err, size_t errlen)
 {
     struct errs e = {.buf = err, .cap = errlen};
     if (errlen)
         err[0] = '\0';
     load_settings(srv, cfg, &e);
+    if (e.n > 1 && errlen)
+        sort_by_line(err);
     return e.n ? -EINVAL : 0;
 }
 
