@@ -70,8 +70,10 @@ define ldconfig_if_system
 fi
 endef
 
+# make run [PORT=9000] [CONF=file]: PORT replaces the config's listeners
+# with 127.0.0.1:PORT (the -l option)
 run: build
-	./$(BUILD)/colibri -c $(CONF)
+	$(abspath $(BUILD))/colibri -c $(CONF) $(if $(PORT),-l 127.0.0.1:$(PORT))
 
 # make run-NAME [ARGS="..."]: builds and runs the sample samples/NAME
 # (build/samples/NAME/NAME; each listens on 127.0.0.1:8080 unless ARGS say

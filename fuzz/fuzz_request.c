@@ -6,6 +6,7 @@
  * byte at a time.
  * A broken promise is an abort(), so the fuzzer keeps the input.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +17,8 @@
 
 static bool valid_verdict(ssize_t r, size_t len)
 {
-    return (r > 0 && (size_t)r <= len) || r == 0 || r == -400 || r == -414 || r == -431 ||
-           r == -501 || r == -505 || r == -417;
+    return (r > 0 && (size_t)r <= len) || r == 0 || r == -EBADMSG || r == -ENAMETOOLONG ||
+           r == -EMSGSIZE || r == -ENOSYS || r == -EPROTONOSUPPORT || r == -EOPNOTSUPP;
 }
 
 static ssize_t parse_copy(const char *data, size_t len, const struct http_limits *lim)

@@ -246,6 +246,13 @@ bool colibri_req_cookie(const struct colibri_request *req, const char *name,
  * with COLIBRI_NEED_BODY. Returns 0, or the HTTP status to give up with
  * (413 too large, 400 malformed). */
 int colibri_req_body(struct colibri_request *req, struct colibri_str *body);
+/* A body above body_memory_max (config key, default 1M) is kept in an
+ * unnamed temporary file in temp_dir, not in memory; colibri_req_body()
+ * maps it (pages cost memory once read). This is that file's fd, for
+ * pread() or colibri_resp_sendfile() without mapping it, or -1 when the
+ * body is in memory (or there is none, or it could not be read). The fd
+ * stays the server's and is closed when the handler returns. */
+int colibri_req_body_fd(struct colibri_request *req);
 /* multipart/form-data (RFC 7578), part by part, for handlers with
  * COLIBRI_NEED_BODY_STREAM: the body is parsed as it arrives and never held
  * whole. A part of at most multipart_memory_max bytes (config key, default
@@ -346,7 +353,10 @@ int colibri_resp_printf(struct colibri_response *resp, const char *fmt, ...)
 
 /* Streaming: the first call sends the headers (status 200 unless set with
  * colibri_resp_set_status) and from then on the body goes out piece by piece
- * (chunked for HTTP/1.1, close-delimited for HTTP/1.0). 0 or -errno. */
+ * (chunked for HTTP/1.1, close-delimited for HTTP/1.0). 0 or -errno; a
+ * piece is written from where it is, not copied, and 0 means it went out
+ * whole. A connection that fails meanwhile unwinds the handler (its defers
+ * run) rather than returning. */
 void colibri_resp_set_status(struct colibri_response *resp, int status);
 int colibri_resp_send_chunk(struct colibri_response *resp, const void *p, size_t len);
 /* Answers with len bytes of the open file fd from offset: small files go out
@@ -370,7 +380,8 @@ struct colibri_event {
     const char *data;  /* NULL: no data field (an event of id or retry only) */
     size_t len;
 };
-/* 0, -EINVAL for a name or id with a line break, or -errno. */
+/* 0, -EINVAL for a name or id with a line break, or -errno (-ENOMEM:
+ * nothing was sent, never part of an event). */
 int colibri_resp_send_event_ex(struct colibri_response *resp, const struct colibri_event *ev);
 /* The same with a name (or NULL) and data only. */
 int colibri_resp_send_event(struct colibri_response *resp, const char *event, const char *data,
@@ -399,12 +410,16 @@ bool colibri_req_last_event_id(const struct colibri_request *req, struct colibri
  *     }
  *
  * Reads and sends suspend the coroutine, never the worker. Between
- * messages a connection waits without a timeout (the request timeout runs
- * only while a frame is half received or a send is stuck); a graceful stop
- * ends the wait (colibri_ws_read returns -ECANCELED after sending close
- * 1001). Pings are answered during colibri_ws_read(), pongs ignored. Any
- * protocol violation closes the connection with its code (1002; 1007 for
- * text that is not UTF-8; 1009 for a message above max_message). */
+ * messages a connection waits without a timeout unless the config sets
+ * ws_idle_timeout (then a silent peer is pinged, and closed with 1001 when
+ * still silent: -ETIMEDOUT); the request timeout runs only while a frame
+ * is half received or a send is stuck; a graceful stop ends the wait
+ * (colibri_ws_read returns -ECANCELED after sending close 1001). Pings are
+ * answered during colibri_ws_read(), pongs ignored. Any protocol violation
+ * closes the connection with its code (1002; 1007 for text that is not
+ * UTF-8, at its first bad byte; 1009 for a message above max_message;
+ * 1013 for a large message while the worker's WebSockets hold
+ * ws_memory_max). */
 struct colibri_ws;
 
 struct colibri_ws_options {
@@ -436,7 +451,9 @@ int colibri_ws_upgrade(struct colibri_request *req, struct colibri_response *res
  * when the WebSocket is over and the handler should return: -EPIPE (a
  * close handshake, or a violation this side closed for: see
  * colibri_ws_close_code), -ECONNRESET (the peer left without a close
- * frame), -ECANCELED (the server is stopping: close 1001 was sent). */
+ * frame), -ECANCELED (the server is stopping: close 1001 was sent),
+ * -ETIMEDOUT (silent through ws_idle_timeout and a ping: close 1001 was
+ * sent). */
 int colibri_ws_read(struct colibri_ws *ws, struct colibri_ws_msg *msg);
 /* Sends one message (a text must be UTF-8: it is not checked). 0, -EINVAL
  * for a bad type, -EPIPE once closed. The bytes are buffered and leave at

@@ -4,6 +4,7 @@ Expect: 100-continue, bodies skipped by handlers that ignore them."""
 import os
 import time
 
+import pytest
 import requests
 
 from rawhttp import Closed, chunked, request
@@ -140,6 +141,33 @@ def test_no_100_continue_when_handler_ignores_body(server):
             assert r.status == 200 and r.body == b"Hello, World!"
         else:
             assert first.status == 200 and first.body == b"Hello, World!"
+
+
+@pytest.mark.parametrize("target", ["/hello", "/index.html"])
+def test_expect_unread_body_announces_the_close(server, target):
+    """A handler that answers without reading a body that waits for 100
+    Continue: the server cannot tell whether the body will come, so the
+    connection closes after the answer, and the answer says so (issue 17,
+    item 9: the 200 came without Connection: close, then the close)."""
+    with server.conn() as c:
+        c.send(b"GET %s HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n" % target.encode())
+        r = c.read_response(timeout=3)
+        assert r.status == 200
+        assert r.header("Connection") == "close"
+        assert c.wait_closed(3.0)
+
+
+def test_expect_read_body_keeps_the_connection(server):
+    """The same with a handler that reads the body: 100, then the answer,
+    kept alive without a Connection field."""
+    with server.conn() as c:
+        c.send(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n")
+        assert c.read_response(timeout=3).status == 100
+        c.send(b"abcd")
+        r = c.read_response()
+        assert (r.status, r.body, r.header("Connection")) == (200, b"abcd", None)
+        c.send(request("GET", "/hello"))
+        assert c.read_response().body == b"Hello, World!"
 
 
 def test_pipelined_after_body(server):

@@ -25,15 +25,17 @@ module ./no-such-lib.so
 typo_key = 3
 """
 
-# (line, key, words) of every error in BAD, in the order they are reported
+# (line, key, words) of every error in BAD, in the order they are reported:
+# the order of their lines (issue 17: not the order of the loading steps,
+# which read "module" lines before the rest)
 BAD_ERRORS = [
-    (16, "module", "cannot load"),
     (2, "threads", "bad integer 'lots'"),
     (3, "keep_alive_timeout", "bad duration 'soon'"),
     (5, "handler", "unknown handler 'nosuch'"),
     (8, "listing", "bad boolean 'maybe'"),
     (10, "redirect", "needs 'to = "),
     (14, "frobnicate", "unknown key in site"),
+    (16, "module", "cannot load"),
     (17, "typo_key", "unknown key"),
 ]
 

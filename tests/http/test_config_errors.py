@@ -72,6 +72,21 @@ def test_bad_duration_values(tmp_path, value):
     check(p, conf, 4, "request_timeout")
 
 
+@pytest.mark.parametrize(
+    "line,words",
+    [
+        ("ws_idle_timeout = 500ms", ["'off' or between 1s and a day"]),
+        ("ws_idle_timeout = 2d", ["'off' or between 1s and a day"]),
+        ("ws_idle_timeout = soon", ["bad duration"]),
+        ("ws_memory_max = 1k", ["must be between 65536"]),
+        ("ws_memory_max = plenty", ["bad size"]),
+    ],
+)
+def test_bad_websocket_limits(tmp_path, line, words):
+    conf, p = run_config(tmp_path, listener() + "threads = 1\n" + line + "\n" + good_site(tmp_path))
+    check(p, conf, 3, line.split()[0], words)
+
+
 def test_bad_size(tmp_path):
     conf, p = run_config(tmp_path, listener() + "max_request_body = lots\n" + good_site(tmp_path))
     check(p, conf, 2, "max_request_body")
@@ -256,3 +271,42 @@ def test_port_in_use(tmp_path):
         conf, p = run_config(tmp_path, "listener 127.0.0.1:%d\n" % port + good_site(tmp_path))
     assert p.returncode == 1, p.stderr
     assert b"colibri: " in p.stderr
+
+
+@pytest.mark.parametrize(
+    "line,key",
+    [
+        ("body_timeout = 0s", "body_timeout"),
+        ("body_timeout = soon", "body_timeout"),
+        ("body_rate_grace = -1s", "body_rate_grace"),
+        ("body_min_rate = fast", "body_min_rate"),
+        ("body_min_rate = 2G", "body_min_rate"),
+    ],
+)
+def test_bad_body_pace(tmp_path, line, key):
+    conf, p = run_config(tmp_path, listener() + line + "\n" + good_site(tmp_path))
+    check(p, conf, 2, key)
+
+
+def test_bad_route_body_timeout(tmp_path):
+    (tmp_path / "www").mkdir(exist_ok=True)
+    site = "site {\n    handler /echo echo {\n        body_timeout = never\n    }\n}\n"
+    conf, p = run_config(tmp_path, listener() + site)
+    check(p, conf, 4, "body_timeout")
+
+
+@pytest.mark.parametrize("value", ["lots", "2G", "-1"])
+def test_bad_body_memory_max(tmp_path, value):
+    conf, p = run_config(tmp_path, listener() + "body_memory_max = %s\n" % value + good_site(tmp_path))
+    check(p, conf, 2, "body_memory_max")
+
+
+@pytest.mark.parametrize("value", ["lots", "65M"])
+def test_bad_compress_max(tmp_path, value):
+    (tmp_path / "www").mkdir(exist_ok=True)
+    site = "site {\n    serve_files / {\n        path = %s\n        compress_max = %s\n    }\n}\n" % (
+        tmp_path / "www",
+        value,
+    )
+    conf, p = run_config(tmp_path, listener() + site)
+    check(p, conf, 5, "compress_max")

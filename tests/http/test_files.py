@@ -239,6 +239,42 @@ def test_multiple_ranges(fserver, froot, name):
     assert r.header("Content-Range") == "bytes 0-149/%d" % n
 
 
+def multipart_bytes(resp, parts, size, ctype):
+    """The exact body of a multipart/byteranges answer with these parts."""
+    b = re.match(r"multipart/byteranges; boundary=(\S+)$", resp.header("Content-Type")).group(1).encode()
+    out = b""
+    for first, data in parts:
+        out += b"\r\n--%s\r\nContent-Type: %s\r\nContent-Range: bytes %d-%d/%d\r\n\r\n" % (
+            b, ctype, first, first + len(data) - 1, size)
+        out += data
+    return out + b"\r\n--%s--\r\n" % b
+
+
+@pytest.mark.parametrize("name", ["notes.txt", "big.bin"])
+def test_multiple_ranges_exact_bytes_pipelined(fserver, froot, name):
+    """Multi-range answers are sent part by part (small parts copied,
+    large ones with sendfile or from the cached bytes): byte for byte the
+    multipart body, pipelined answers one behind the other."""
+    data = (froot / name).read_bytes()
+    n = len(data)
+    ctype = b"text/plain; charset=utf-8" if name.endswith(".txt") else b"application/octet-stream"
+    specs = [
+        ("bytes=0-0,2-%d" % (n - 2), [(0, data[0:1]), (2, data[2 : n - 1])]),
+        ("bytes=5-10,1000-%d,-100" % (n - 200), [(5, data[5:11]), (1000, data[1000 : n - 199]), (n - 100, data[-100:])]),
+        ("bytes=" + ",".join("%d-%d" % (i * 3, i * 3 + 1) for i in range(16)), [(i * 3, data[i * 3 : i * 3 + 2]) for i in range(16)]),
+    ]
+    with fserver.conn(timeout=10) as c:
+        c.send(b"".join(request("GET", "/" + name, headers=[("Range", spec)]) for spec, _ in specs)
+               + request("GET", "/" + name))
+        for spec, parts in specs:
+            r = c.read_response()
+            assert r.status == 206, spec
+            assert r.body == multipart_bytes(r, parts, n, ctype), spec
+            assert int(r.header("Content-Length")) == len(r.body)
+        r = c.read_response()
+        assert (r.status, r.body) == (200, data)
+
+
 def test_too_many_ranges_gives_whole(fserver, froot):
     data = (froot / "notes.txt").read_bytes()
     spec = "bytes=" + ",".join("%d-%d" % (i * 10, i * 10) for i in range(40))

@@ -134,9 +134,55 @@ def test_compress_off(make_server, croot):
         assert r.body == (croot / "t.txt").read_bytes()
 
 
-def test_large_files_not_compressed_on_the_fly(cserver, croot):
-    r = fetch(cserver, "/big.txt", ae("gzip, br"))
+def test_files_above_compress_max_not_compressed_on_the_fly(make_server, croot):
+    s = make_server(site=files_site(croot, precompressed="false", compress_max="300k"))
+    r = fetch(s, "/big.txt", ae("gzip, br"))
     assert r.header("Content-Encoding") is None and r.body == (croot / "big.txt").read_bytes()
+    assert r.header("Vary") is None  # nothing could have varied
+    # below it, also above small_file_max, text is compressed
+    (croot / "notes.md").write_bytes(text(65 * 1024, 8))
+    r = fetch(s, "/notes.md", ae("gzip"))
+    assert r.header("Content-Encoding") == "gzip"
+
+
+@pytest.mark.parametrize("accept,want", [("gzip", "gzip"), ("br", "br"), ("gzip, br", None)])
+def test_text_above_small_file_max_compressed(cserver, croot, accept, want):
+    """A 65 KB Markdown file (above small_file_max, 32k, below compress_max,
+    1M) goes out compressed to a client that accepts gzip and br, from a
+    copy kept in memory beside the file's fd (issue 17, item 11)."""
+    data = text(65 * 1024, 8)
+    (croot / "notes.md").write_bytes(data)
+    r = fetch(cserver, "/notes.md", ae(accept))
+    assert r.status == 200
+    got = r.header("Content-Encoding")
+    if want and coding_built(want) is False:
+        assert got is None and r.body == data
+        return
+    assert got in ("gzip", "br") if want is None else got == want, got
+    assert r.header("Vary") == "Accept-Encoding"
+    assert int(r.header("Content-Length")) == len(r.body) < len(data) // 2
+    dec = decoder(got)
+    if dec is None:
+        pytest.skip("no %s decoder on this machine" % got)
+    assert dec(r.body) == data
+    # the identity answer, its ETag, a range on it and HEAD are unchanged
+    ident = fetch(cserver, "/notes.md")
+    assert ident.header("Content-Encoding") is None and ident.body == data
+    assert ident.header("ETag") != r.header("ETag")
+    rng = fetch(cserver, "/notes.md", ae(accept) + [("Range", "bytes=40000-40099")])
+    assert rng.status == 206 and rng.header("Content-Encoding") is None and rng.body == data[40000:40100]
+    h = fetch(cserver, "/notes.md", ae(accept), method="HEAD")
+    assert h.header("Content-Encoding") == got and h.header("Content-Length") == str(len(r.body))
+    again = fetch(cserver, "/notes.md", ae(accept) + [("If-None-Match", r.header("ETag"))])
+    assert again.status == 304
+
+
+def test_binary_type_above_small_file_max_not_compressed(cserver, croot):
+    """Above small_file_max only text types are read to be compressed."""
+    data = text(65 * 1024, 9)
+    (croot / "data.bin").write_bytes(data)
+    r = fetch(cserver, "/data.bin", ae("gzip, br"))
+    assert r.header("Content-Encoding") is None and r.body == data
 
 
 def test_conditional_per_coding(cserver):
@@ -228,32 +274,35 @@ def test_precompressed_other_codings(make_server, croot, coding, ext):
 
 
 def test_precompressed_older_is_ignored(make_server, croot):
+    # big.txt is above compress_max: no copy compressed on the fly
     data = (croot / "big.txt").read_bytes()
     sib = sibling_gzip(data)
     p = croot / "big.txt.gz"
     p.write_bytes(sib)
     st = (croot / "big.txt").stat()
     os.utime(p, (st.st_atime, st.st_mtime - 100))
-    s = make_server(site=files_site(croot, precompressed="true"))
+    s = make_server(site=files_site(croot, precompressed="true", compress_max="32k"))
     r = fetch(s, "/big.txt", ae("gzip"))
     assert r.header("Content-Encoding") is None and r.body == data
     assert r.header("Vary") is None
 
 
 def test_precompressed_off(make_server, croot):
+    # big.txt is above compress_max: no copy compressed on the fly
     data = (croot / "big.txt").read_bytes()
     (croot / "big.txt.gz").write_bytes(sibling_gzip(data))
-    s = make_server(site=files_site(croot, precompressed="false"))
+    s = make_server(site=files_site(croot, precompressed="false", compress_max="32k"))
     r = fetch(s, "/big.txt", ae("gzip"))
     assert r.header("Content-Encoding") is None and r.body == data
 
 
 def test_precompressed_link_out_refused(make_server, croot, tmp_path):
+    # big.txt is above compress_max: no copy compressed on the fly
     # a sibling is resolved like any path: a link to the outside is not used
     outside = tmp_path / "out.gz"
     outside.write_bytes(b"SECRET-SIBLING")
     os.symlink(str(outside), croot / "big.txt.gz")
-    s = make_server(site=files_site(croot, precompressed="true"))
+    s = make_server(site=files_site(croot, precompressed="true", compress_max="32k"))
     r = fetch(s, "/big.txt", ae("gzip"))
     assert b"SECRET-SIBLING" not in r.body and r.header("Content-Encoding") is None
 

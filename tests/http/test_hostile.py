@@ -10,6 +10,7 @@ import pytest
 
 from rawhttp import recv_all
 from test_concurrency import raise_nofile
+from test_multipart import status_kb
 
 SLOW = 1000  # slowloris connections
 
@@ -122,3 +123,86 @@ def test_a_one_byte_a_second_reader_does_not_hold_the_worker(make_server):
             time.sleep(0.3)
     finally:
         c.close()
+
+
+def readable_all(socks, seconds):
+    """Waits until every socket has bytes to read (reads none); how many do."""
+    import select
+
+    pending = list(socks)
+    deadline = time.monotonic() + seconds
+    while pending and time.monotonic() < deadline:
+        r, _, _ = select.select(pending, [], [], max(0.0, deadline - time.monotonic()))
+        pending = [c for c in pending if c not in r]
+    return len(socks) - len(pending)
+
+
+def test_stalled_multi_range_answers_do_not_pin_memory(make_server):
+    """100 clients ask a 16 MiB file for `bytes=0-0,2-4194200` (a 4 MiB
+    multipart answer) and never read. The answers are streamed part by
+    part, so each costs what a stalled single range costs (issue 17, item
+    6: they were built whole, 3 MB of RSS became 430 MB; bench/RESULTS.md)."""
+    s = make_server(threads="2", request_timeout="30s")
+    (s.root / "16m.bin").write_bytes(os.urandom(16 << 20))
+    pid = s.proc.pid
+    with s.conn(timeout=10) as c:  # the entry is cached; one answer read whole
+        c.send(b"GET /16m.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=0-0,2-4194200\r\n\r\n")
+        r = c.read_response()
+        assert r.status == 206 and len(r.body) > 4194199
+    hwm = status_kb(pid, "VmHWM")
+    socks = []
+    try:
+        for _ in range(100):
+            c = socket.socket()
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            c.settimeout(10)
+            c.connect((s.host, s.port))
+            c.sendall(b"GET /16m.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=0-0,2-4194200\r\n\r\n")
+            socks.append(c)
+        assert readable_all(socks, 20) == 100, "not every answer began"
+        time.sleep(0.5)
+        grown = status_kb(pid, "VmHWM") - hwm
+        assert grown < 32 * 1024, "peak RSS grew by %d KiB for 100 stalled multi-range answers" % grown
+    finally:
+        for c in socks:
+            c.close()
+    assert hello_latency(s, 5)[-1] < 0.5
+
+
+def test_compressed_websocket_messages_do_not_pin_memory(make_server):
+    """20 WebSockets with permessage-deflate each send one 15 MiB message of
+    zeros (15 KB on the wire), read its echo and stay open. The message
+    buffer is freed when the next read begins, so what stays is each
+    connection's zlib streams, and the peak is the messages being read at
+    a time (issue 17, item 5: the largest buffer was
+    kept, 100 such connections pinned 1.5 GB; bench/RESULTS.md)."""
+    import struct
+    import zlib
+
+    from wsclient import BINARY, WS
+
+    n = 20
+    s = make_server(threads="2", site="site {\n    handler /ws ws_echo\n}\n")
+    pid = s.proc.pid
+    c = zlib.compressobj(6, zlib.DEFLATED, -15)
+    data = c.compress(b"\0" * (15 << 20)) + c.flush(zlib.Z_SYNC_FLUSH)
+    rss, hwm = status_kb(pid, "VmRSS"), status_kb(pid, "VmHWM")
+    conns = []
+    try:
+        for _ in range(n):
+            w = WS(s.host, s.port, extensions="permessage-deflate", timeout=30)
+            assert w.status == 101 and w.deflate
+            w.send_frame(BINARY, data[:-4], rsv=4)
+            conns.append(w)
+        for w in conns:
+            fin, rsv, op, p = w.recv_frame(timeout=30)
+            assert (fin, rsv, op) == (True, 4, BINARY) and len(p) < 100000
+        time.sleep(0.5)
+        grown = status_kb(pid, "VmRSS") - rss
+        assert grown < 48 * 1024, "RSS grew by %d KiB for %d idle WebSockets" % (grown, n)
+        # the peak: the messages being inflated at a time, one per worker
+        peak = status_kb(pid, "VmHWM") - hwm
+        assert peak < 128 * 1024, "peak RSS grew by %d KiB for %d WebSockets" % (peak, n)
+    finally:
+        for w in conns:
+            w.close()

@@ -185,3 +185,29 @@ def test_limits_do_not_break_later_connections(small):
         c.send(request("GET", "/hello"))
         assert c.read_response().status == 200
     assert time.monotonic() - t0 < 10
+
+
+@pytest.mark.parametrize(
+    "size,status",
+    [
+        (b"200000", 413),  # 2 MiB announced to a 1 MiB limit
+        (b"FFFFFFFFFFFFFFF", 413),  # 2^60 - 1: a number, far too large
+        (b"100000;ext=1", None),  # exactly 1 MiB: allowed, so waited for
+        (b"1FFFFFFFFFFFFFFFF", 400),  # 17 significant digits: not a size
+    ],
+)
+def test_chunk_size_above_limit_answered_at_once(server, size, status):
+    """A chunk whose size takes the body above the limit is refused as soon
+    as its size line is read, not after waiting request_timeout (10 s) for
+    data that would be refused anyway (issue 17, item 8)."""
+    with server.conn() as c:
+        t0 = time.monotonic()
+        c.send(b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + size + b"\r\n")
+        if status is None:
+            assert not c.wait_closed(1.0)  # still waiting for the data
+            return
+        r = c.read_response(timeout=5)
+        elapsed = time.monotonic() - t0
+        assert r.status == status, r
+        assert elapsed < 2.0, "answered after %.1f s" % elapsed
+        assert c.wait_closed(2.0)

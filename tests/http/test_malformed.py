@@ -58,6 +58,10 @@ CASES = [
     ("version-missing", b"GET /hello\r\n" + H + b"\r\n", 400),
     ("version-11-suffix", b"GET /hello HTTP/1.1x\r\n" + H + b"\r\n", 400),
     ("http-2.0", b"GET /hello HTTP/2.0\r\n" + H + b"\r\n", 505),
+    # not an HTTP-version (DIGIT "." DIGIT): malformed, not unsupported
+    ("http-01.1", b"GET /hello HTTP/01.1\r\n" + H + b"\r\n", 400),
+    ("http-11.1", b"GET /hello HTTP/11.1\r\n" + H + b"\r\n", 400),
+    ("http-2", b"GET /hello HTTP/2\r\n" + H + b"\r\n", 400),
     ("http-3.0", b"GET /hello HTTP/3.0\r\n" + H + b"\r\n", 505),
     ("http-0.9-style", b"GET /hello HTTP/0.9\r\n" + H + b"\r\n", {400, 505}),
     ("h2-preface", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505),

@@ -176,6 +176,16 @@ def test_redirect_appends_rest_and_query(rserver, target, location):
     assert r.status == 301 and r.header("Location") == location
 
 
+def test_redirect_escapes_the_query(rserver):
+    # what RFC 3986 does not allow in a query is percent-encoded; escapes
+    # the client sent stay, a '%' that starts none is encoded (issue 17, item 9)
+    r = one(rserver, '/old/a?x="<>{}|^`\\&y=%41%zz%4')
+    assert r.status == 301
+    assert r.header("Location") == "/new/a?x=%22%3C%3E%7B%7D%7C%5E%60%5C&y=%41%25zz%254"
+    r = one(rserver, "/old?a=/b?c:d@e!$'()*+,;=")
+    assert r.header("Location") == "/new?a=/b?c:d@e!$'()*+,;="
+
+
 @pytest.mark.parametrize(
     "target,location",
     [("/dir", "/new/"), ("/dir/", "/new/"), ("/dir/a/b", "/new/a/b"), ("/dir?x=1", "/new/?x=1")],

@@ -573,7 +573,17 @@ def test_units_verify(tmp_path):
     assert "Type=notify\n" in unit
     (tmp_path / "colibri.service").write_text(unit.replace("/usr/local/bin/colibri", str(colibri_bin())))
     shutil.copy(CONTRIB / "colibri.socket", tmp_path / "colibri.socket")
-    p = subprocess.run([analyze, "verify", str(tmp_path / "colibri.socket"), str(tmp_path / "colibri.service")], capture_output=True, text=True, timeout=60)
+    # Documentation=man:...: verify runs man, which finds the pages the
+    # build made (as make install puts them) through MANPATH
+    env = dict(os.environ)
+    for page, sec in (("colibri.8", "man8"), ("colibri.conf.5", "man5")):
+        (tmp_path / "man" / sec).mkdir(parents=True, exist_ok=True)
+        built = colibri_bin().parent / "man" / page
+        if built.exists():
+            shutil.copy(built, tmp_path / "man" / sec / page)
+    env["MANPATH"] = str(tmp_path / "man")
+    p = subprocess.run([analyze, "verify", str(tmp_path / "colibri.socket"), str(tmp_path / "colibri.service")],
+                       capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "colibri" not in p.stderr, p.stderr  # no warning about our units
 
@@ -588,7 +598,10 @@ def test_contrib_config_takes_the_socket_unit_names(tmp_path):
     root = tmp_path / "html"
     root.mkdir()
     (root / "index.html").write_text("it works\n")
-    conf = write_conf(tmp_path, (CONTRIB / "colibri.conf").read_text().replace("/var/www/html", str(root)))
+    text = (CONTRIB / "colibri.conf").read_text()
+    assert "access_log = /var/log/colibri/access.log\n" in text  # LogsDirectory=colibri
+    conf = write_conf(tmp_path, text.replace("/var/www/html", str(root)).replace(
+        "/var/log/colibri", str(tmp_path)))
     proc, (port,) = activate(tmp_path, conf, names=(name,))
     try:
         proc.wait_line(r"\] listening on http://127\.0\.0\.1:%d$" % port)
@@ -596,6 +609,7 @@ def test_contrib_config_takes_the_socket_unit_names(tmp_path):
         assert r.status == 200 and r.body == b"it works\n"
     finally:
         assert proc.stop() == 0
+    assert '"GET / HTTP/1.1" 200 9 ' in (tmp_path / "access.log").read_text()
 
 
 @need_activate

@@ -168,3 +168,87 @@ def test_slow_but_steady_body_is_not_a_timeout(make_server):
         assert data.startswith(b"HTTP/1.1 200 OK") and data.endswith(b"\r\n\r\n" + body), data
     finally:
         c.close()
+
+
+def trickle_until_answered(c, head, piece, every, limit):
+    """Sends HEAD, then PIECE every EVERY seconds until the server answers
+    (or closes); returns (seconds from the head to the answer, the answer).
+    Fails when nothing came within LIMIT."""
+    c.sendall(head)
+    t0 = time.monotonic()
+    data = b""
+    while time.monotonic() - t0 < limit:
+        r, _, _ = select.select([c], [], [], every)
+        if r:
+            try:
+                chunk = c.recv(65536)
+            except ConnectionResetError:
+                chunk = b""
+            data += chunk
+            if not chunk or b"\r\n\r\n" in data:
+                return time.monotonic() - t0, data
+            continue
+        try:
+            c.sendall(piece)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+    pytest.fail("no answer within %.1f s of trickling (got %r)" % (limit, data[:200]))
+
+
+def test_body_under_min_rate_408(make_server):
+    """A body trickled a byte every 0.5 s is under body_min_rate (100 B/s):
+    408 once body_rate_grace (2 s) passed, although every byte would have
+    restarted request_timeout (10 s) and the body is allowed 60 s whole
+    (issue 17, item 7)."""
+    s = make_server(request_timeout="10s", body_rate_grace="2s", body_min_rate="100")
+    with socket.create_connection((s.host, s.port)) as c:
+        head = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n"
+        dt, data = trickle_until_answered(c, head, b"x", 0.5, 8)
+    assert data.startswith(b"HTTP/1.1 408 "), data
+    assert 1.9 <= dt <= 4.0, dt
+    assert "under body_min_rate" in s.stderr(), s.stderr()[-2000:]
+
+
+def test_body_timeout_bounds_a_steady_body(make_server):
+    """A body arriving steadily (200 B/s, no minimum rate) still has to be
+    whole within body_timeout (2 s): 408 then, not request_timeout later."""
+    s = make_server(request_timeout="10s", body_timeout="2s", body_min_rate="0")
+    with socket.create_connection((s.host, s.port)) as c:
+        head = b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        dt, data = trickle_until_answered(c, head, b"14\r\n" + b"y" * 20 + b"\r\n", 0.1, 8)
+    assert data.startswith(b"HTTP/1.1 408 "), data
+    assert 1.9 <= dt <= 4.0, dt
+    assert "not whole within body_timeout" in s.stderr(), s.stderr()[-2000:]
+
+
+def test_route_body_timeout_replaces_the_servers(make_server, tmp_path):
+    """handler PREFIX NAME { body_timeout = 1s } bounds that route's bodies
+    alone; a stalled body elsewhere waits for request_timeout (3 s)."""
+    site = (
+        "site {\n    handler /echo echo {\n        body_timeout = 1s\n    }\n"
+        "    handler /echo2 echo\n}\n"
+    )
+    s = make_server(site=site, request_timeout="3s", body_min_rate="0")
+    head = b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345"
+    with socket.create_connection((s.host, s.port)) as c:
+        c.sendall(head % b"/echo")
+        t0 = time.monotonic()
+        data = recv_until(c, lambda d: b"\r\n\r\n" in d, 6)
+        dt = time.monotonic() - t0
+    assert data.startswith(b"HTTP/1.1 408 ") and 0.9 <= dt <= 2.5, (dt, data)
+    with socket.create_connection((s.host, s.port)) as c:
+        c.sendall(head % b"/echo2")
+        t0 = time.monotonic()
+        data = recv_until(c, lambda d: b"\r\n\r\n" in d, 8)
+        dt = time.monotonic() - t0
+    assert data.startswith(b"HTTP/1.1 408 ") and 2.5 <= dt <= 5.5, (dt, data)
+
+
+def test_fast_body_unaffected_by_the_pace_limits(make_server):
+    """1 MiB sent at once passes under a 1 s body_timeout."""
+    s = make_server(body_timeout="1s", body_rate_grace="1s", body_min_rate="1M")
+    body = bytes(range(256)) * 4096
+    with socket.create_connection((s.host, s.port)) as c:
+        c.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        data = recv_until(c, lambda d: d.endswith(body), 10)
+    assert data.startswith(b"HTTP/1.1 200 OK"), data[:100]

@@ -6,6 +6,7 @@ the 16 MiB limit, permessage-deflate, and many connections on one thread
 while HTTP stays responsive. The client is tests/http/wsclient.py (raw
 sockets, so it can break each rule on purpose)."""
 
+import os
 import socket
 import struct
 import threading
@@ -14,7 +15,7 @@ import zlib
 
 import pytest
 
-from rawhttp import request
+from rawhttp import TIME_SCALE, request
 from test_modules import greet_so  # noqa: F401 (the session fixture)
 from wsclient import BINARY, CLOSE, CONT, PING, PONG, TEXT, WS, accept_for, close_payload, frame
 
@@ -109,6 +110,13 @@ def test_bad_handshake_is_400(ws_server, change):
     assert r.status == 400
     if "Sec-WebSocket-Version" in change and change["Sec-WebSocket-Version"]:
         assert r.header("Sec-WebSocket-Version") == "13"
+
+
+def test_two_keys_are_400(ws_server):
+    # which one would the Accept answer? Neither: no handshake (issue 17, item 9)
+    for second in ("dGhlIHNhbXBsZSBub25jZQ==", "AQIDBAUGBwgJCgsMDQ4PEA=="):
+        r = plain(ws_server, GOOD + [("Sec-WebSocket-Key", second)])
+        assert r.status == 400, second
 
 
 def test_bad_handshake_method_and_version(ws_server):
@@ -235,6 +243,37 @@ def test_invalid_utf8_fails_fast(ws_server):
     w.expect_close(1007)
 
 
+def test_invalid_utf8_fails_at_the_first_bad_byte(ws_server):
+    """A text frame announcing 1 MiB whose first bytes are already invalid:
+    the close 1007 comes while the rest of the frame has not been sent
+    (it used to wait for the frame's last byte, issue 17 item 4)."""
+    w = connect(ws_server)
+    f = frame(TEXT, b"ok \xff" + b"a" * (1 << 20))
+    w.send(f[:14 + 8])  # the header (64-bit length, mask) and 8 bytes
+    w.expect_close(1007, timeout=3)
+
+
+def test_invalid_utf8_fails_at_once_in_a_later_fragment(ws_server):
+    w = connect(ws_server)
+    w.send_frame(TEXT, "κό".encode(), fin=False)
+    f = frame(CONT, b"\xce\xbc\xc0\xaf" + b"a" * (1 << 20))  # an overlong '/' after a valid char
+    w.send(f[:14 + 10])
+    w.expect_close(1007, timeout=3)
+
+
+def test_invalid_utf8_in_a_compressed_frame_fails_at_once(ws_server):
+    """The same for a compressed message: what is inflated so far is
+    checked as the compressed bytes arrive."""
+    w = connect(ws_server, extensions="permessage-deflate")
+    c = w.compressor
+    head = c.compress(b"fine so far \xed\xa0\x80") + c.flush(zlib.Z_SYNC_FLUSH)  # a surrogate
+    rest = c.compress(os.urandom(300000)) + c.flush(zlib.Z_SYNC_FLUSH)
+    f = frame(TEXT, head + rest[:-4], rsv=4)
+    hl = len(f) - len(head) - len(rest) + 4
+    w.send(f[: hl + len(head)])
+    w.expect_close(1007, timeout=3)
+
+
 def test_peer_vanishing_mid_message(ws_server):
     w = connect(ws_server)
     w.send(frame(BINARY, b"x" * 1000)[:500])
@@ -252,6 +291,79 @@ def test_idle_websocket_outlives_request_timeout(make_server):
     w.send_message(TEXT, b"after a nap")
     assert w.recv_message() == (TEXT, b"after a nap")
     w.close()
+
+
+def test_no_ping_without_an_idle_timeout(ws_server):
+    # ws_idle_timeout is off by default: a silent client is left alone
+    w = connect(ws_server)
+    with pytest.raises(TimeoutError):
+        w.recv_frame(timeout=1.5)
+    w.send_message(TEXT, b"still here")
+    assert w.recv_message() == (TEXT, b"still here")
+    w.close()
+
+
+def test_idle_timeout_pings_then_closes_a_silent_peer(make_server):
+    """ws_idle_timeout = 1s: a WebSocket silent for a second gets a ping;
+    silent a second more, close 1001 (issue 17, item 5)."""
+    server = make_server(site=SITE, threads="1", ws_idle_timeout="1s")
+    w = connect(server)
+    t0 = time.monotonic()
+    assert w.recv_frame(timeout=3 * TIME_SCALE) == (True, 0, PING, b"")
+    assert 0.9 <= time.monotonic() - t0 < 2.5 * TIME_SCALE
+    w.expect_close(1001, timeout=3 * TIME_SCALE)
+    assert 1.9 <= time.monotonic() - t0 < 5 * TIME_SCALE
+
+
+def test_idle_timeout_keeps_a_peer_that_answers(make_server):
+    server = make_server(site=SITE, threads="1", ws_idle_timeout="1s")
+    w = connect(server)
+    pings = 0
+    end = time.monotonic() + 3.5
+    while time.monotonic() < end:
+        try:
+            fin, rsv, op, p = w.recv_frame(timeout=max(0.05, end - time.monotonic()))
+        except TimeoutError:
+            break
+        assert op == PING, op
+        pings += 1
+        w.send_frame(PONG, p)
+    assert pings >= 2
+    # traffic counts as life too: messages every half second, no ping
+    for i in range(5):
+        w.send_message(TEXT, b"m%d" % i)
+        assert w.recv_message() == (TEXT, b"m%d" % i)
+        time.sleep(0.5)
+    w.send_message(TEXT, b"alive")
+    assert w.recv_message() == (TEXT, b"alive")
+    w.close()
+
+
+def test_memory_max_refuses_new_large_messages_with_1013(make_server):
+    """ws_memory_max bounds what a worker's WebSockets hold in messages
+    being read: a new large message beyond it is closed with 1013 (try
+    again later); small ones go on; once the memory is free, large ones
+    pass again (issue 17, item 5)."""
+    server = make_server(site=SITE, threads="1", ws_memory_max="1536k")
+    a = connect(server)
+    big = os.urandom(1000 * 1000)
+    fa = frame(BINARY, big)
+    a.send(fa[: 14 + 600 * 1000])  # 600 KB of it: a buffer of about 1 MiB held
+    time.sleep(0.5 * TIME_SCALE)
+    b = connect(server)
+    b.send_frame(BINARY, os.urandom(700 * 1000))
+    b.expect_close(1013)
+    c = connect(server)
+    c.send_message(TEXT, b"x" * 10000)  # a small message: under the kept 16 KiB
+    assert c.recv_message() == (TEXT, b"x" * 10000)
+    a.send(fa[14 + 600 * 1000 :])
+    assert a.recv_message(timeout=10) == (BINARY, big)
+    d = connect(server)
+    m = os.urandom(700 * 1000)
+    d.send_frame(BINARY, m)
+    assert d.recv_message(timeout=10) == (BINARY, m)
+    for w in (a, c, d):
+        w.close()
 
 
 def test_stop_closes_with_1001(make_server):

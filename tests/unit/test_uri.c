@@ -108,10 +108,31 @@ TEST(examples)
     CHECK(http_path_has_nul_or_backslash("abc\0defgh", 9));
 }
 
+static const char *query_escaped(const char *q)
+{
+    static char out[256];
+    out[http_query_escape(out, q, strlen(q))] = '\0';
+    return out;
+}
+
+TEST(query_escape)
+{
+    CHECK_EQ_STR(query_escaped("a=1&b=x+y"), "a=1&b=x+y");
+    CHECK_EQ_STR(query_escaped("p=/a?b:c@d!$'()*,;=-._~"), "p=/a?b:c@d!$'()*,;=-._~");
+    CHECK_EQ_STR(query_escaped("q=\"<>"), "q=%22%3C%3E");
+    CHECK_EQ_STR(query_escaped("{}|\\^`[]# "), "%7B%7D%7C%5C%5E%60%5B%5D%23%20");
+    CHECK_EQ_STR(query_escaped("%41%4a%zz%4%"), "%41%4a%25zz%254%25");
+    CHECK_EQ_STR(query_escaped("\x7f\xc3\xa9"), "%7F%C3%A9");
+    char *loc = http_location("/new", 4, "/a b", 4, false, "x=\"", 3);
+    CHECK_EQ_STR(loc, "/new/a%20b?x=%22");
+    free(loc);
+}
+
 int main(void)
 {
     RUN(every_short_string);
     RUN(random_longer_strings);
     RUN(examples);
+    RUN(query_escape);
     return test_summary();
 }

@@ -1,12 +1,15 @@
 /* test_ws.c - the WebSocket pieces without a socket: SHA-1 and base64
  * against their RFCs' vectors, the Accept value of RFC 6455's example,
- * frame headers, the message rules, UTF-8, close payloads, masking. */
+ * frame headers, the message rules, UTF-8, close payloads, masking, which
+ * permessage-deflate offers are accepted, and inflating piece by piece. */
 #include "test.h"
 
 #include <stdlib.h>
 
 #include "base/base64.h"
+#include "base/common.h"
 #include "base/sha1.h"
+#include "http/ws_deflate.h"
 #include "http/ws_frame.h"
 
 static const char *hex(const uint8_t *p, size_t n)
@@ -290,6 +293,106 @@ TEST(masking_and_heads)
     }
 }
 
+/* The answer to an offer, or NULL when it is declined. */
+static const char *negotiated(const char *offer, struct ws_deflate *d)
+{
+    static char resp[WS_DEFLATE_RESPONSE_MAX];
+    *d = (struct ws_deflate){0};
+    return ws_deflate_negotiate(offer, strlen(offer), d, resp) ? resp : NULL;
+}
+
+TEST(deflate_offers)
+{
+    struct ws_deflate d;
+    static const struct {
+        const char *offer, *answer; /* NULL: declined */
+    } cases[] = {
+        {"permessage-deflate", "permessage-deflate"},
+        {"PerMessage-Deflate", "permessage-deflate"},
+        {"permessage-deflate; client_max_window_bits", "permessage-deflate"},
+        {"permessage-deflate; client_max_window_bits=10", "permessage-deflate"},
+        {"permessage-deflate; client_max_window_bits=\"12\"", "permessage-deflate"},
+        {"permessage-deflate;client_max_window_bits = 8", "permessage-deflate"},
+        {"permessage-deflate; server_no_context_takeover",
+         "permessage-deflate; server_no_context_takeover"},
+        {"permessage-deflate; client_no_context_takeover; server_no_context_takeover",
+         "permessage-deflate; server_no_context_takeover; client_no_context_takeover"},
+        {"permessage-deflate; server_max_window_bits=9",
+         "permessage-deflate; server_max_window_bits=9"},
+        {"permessage-deflate; server_max_window_bits=\"15\"",
+         "permessage-deflate; server_max_window_bits=15"},
+        {"permessage-deflate ;; server_max_window_bits = 10 ; ",
+         "permessage-deflate; server_max_window_bits=10"},
+        /* the first acceptable offer of a list wins; commas inside quotes
+         * do not split it */
+        {"x-webkit-deflate-frame, permessage-deflate", "permessage-deflate"},
+        {"permessage-deflate; server_max_window_bits=8, permessage-deflate; "
+         "client_no_context_takeover",
+         "permessage-deflate; client_no_context_takeover"},
+        {"permessage-deflate; x=\"a,b\", permessage-deflate", "permessage-deflate"},
+        /* declined */
+        {"", NULL},
+        {"deflate-frame", NULL},
+        {"permessage-deflatex", NULL},
+        {"permessage-deflate x", NULL},
+        {"permessage-deflate; unknown_param", NULL},
+        {"permessage-deflate; server_no_context_takeover; server_no_context_takeover", NULL},
+        {"permessage-deflate; server_no_context_takeover=1", NULL},
+        {"permessage-deflate; client_no_context_takeover=\"\"", NULL},
+        {"permessage-deflate; server_max_window_bits", NULL},
+        {"permessage-deflate; server_max_window_bits=8", NULL},
+        {"permessage-deflate; server_max_window_bits=16", NULL},
+        {"permessage-deflate; server_max_window_bits=010", NULL},
+        {"permessage-deflate; server_max_window_bits=", NULL},
+        {"permessage-deflate; server_max_window_bits=\"10", NULL},
+        {"permessage-deflate; server_max_window_bits=1 0", NULL},
+        {"permessage-deflate; client_max_window_bits=7", NULL},
+        {"permessage-deflate; client_max_window_bits; client_max_window_bits", NULL},
+        {"permessage-deflate; =10", NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *got = negotiated(cases[i].offer, &d);
+        if (cases[i].answer)
+            CHECK_EQ_STR(got, cases[i].answer);
+        else if (got)
+            CHECK_EQ_STR(cases[i].offer, "(declined)");
+    }
+    CHECK(negotiated("permessage-deflate; server_max_window_bits=11; "
+                     "client_no_context_takeover",
+                     &d));
+    CHECK_EQ_INT(d.server_bits, 11);
+    CHECK(d.client_no_context_takeover && !d.server_no_context_takeover);
+}
+
+/* A message compressed by the server's own side, inflated in pieces of
+ * every size: the same bytes, and -1009 past the limit. */
+TEST(deflate_inflate_in_pieces)
+{
+    struct ws_deflate d;
+    CHECK(negotiated("permessage-deflate", &d));
+    char text[5000];
+    for (size_t i = 0; i < sizeof(text); i++)
+        text[i] = "abcdefgh κόσμε"[i % 17];
+    struct strbuf z = {0}, out = {0};
+    CHECK_EQ_INT(ws_deflate_compress(&d, text, sizeof(text), &z), 0);
+    for (size_t piece = 1; piece <= z.len; piece = piece * 3 + 1) {
+        strbuf_reset(&out);
+        for (size_t i = 0; i < z.len; i += piece)
+            CHECK_EQ_INT(
+                ws_deflate_inflate_piece(&d, z.buf + i, MIN(piece, z.len - i), 1 << 20, &out), 0);
+        CHECK_EQ_INT(ws_deflate_inflate_end(&d, 1 << 20, &out), 0);
+        CHECK_EQ_MEM(out.buf, out.len, text, sizeof(text));
+        /* the compressor keeps its context: a fresh message for the next round */
+        ws_deflate_free(&d);
+        CHECK_EQ_INT(ws_deflate_compress(&d, text, sizeof(text), &z), 0);
+    }
+    strbuf_reset(&out);
+    CHECK_EQ_INT(ws_deflate_inflate(&d, z.buf, z.len, 4999, &out), -WS_CLOSE_TOO_BIG);
+    ws_deflate_free(&d);
+    strbuf_free(&z);
+    strbuf_free(&out);
+}
+
 int main(void)
 {
     RUN(sha1_vectors);
@@ -300,5 +403,7 @@ int main(void)
     RUN(utf8_validation);
     RUN(close_payloads);
     RUN(masking_and_heads);
+    RUN(deflate_offers);
+    RUN(deflate_inflate_in_pieces);
     return test_summary();
 }

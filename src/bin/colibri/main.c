@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "colibri.h"
+#include "commit.h" /* COLIBRI_COMMIT, written at build time */
 
 static struct colibri_server *the_server;
 
@@ -64,6 +65,24 @@ static int apply_overrides(struct colibri_server *srv, void *arg, char *err, siz
     return 0;
 }
 
+/* nginx users type "-t" to test a config */
+#define T_HINT " (worker threads; to check the config, as nginx -t does: --check-config)"
+
+/* The version, the commit it was built from, and the optional features
+ * compiled in. */
+static void version(void)
+{
+    printf("colibri %s\ncommit %s\nfeatures:", COLIBRI_VERSION, COLIBRI_COMMIT);
+#ifdef HAVE_BROTLI
+    printf(" brotli");
+#endif
+#ifdef HAVE_ZSTD
+    printf(" zstd");
+#endif
+    /* both always built: whether the kernel has them shows at start */
+    printf(" seccomp landlock\n");
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: colibri [-c FILE] [-l ADDR:PORT] [-r ROOT] [-t THREADS] [--check-config]\n"
@@ -76,7 +95,7 @@ static void usage(FILE *f)
                "      --check-config    check the config as a start would, print 'FILE: ok'\n"
                "                        or every error, and exit (0: ok, 1: errors)\n"
                "  -h, --help            this text\n"
-               "  -v, --version         print the version\n");
+               "  -v, --version         print the version, the commit and the optional features\n");
 }
 
 int main(int argc, char **argv)
@@ -92,7 +111,7 @@ int main(int argc, char **argv)
     long threads = -1;
     bool check_only = false;
     int c;
-    while ((c = getopt_long(argc, argv, "c:l:r:t:hv", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":c:l:r:t:hv", opts, NULL)) != -1) {
         switch (c) {
         case 'c':
             config = optarg;
@@ -110,12 +129,19 @@ int main(int argc, char **argv)
         case 't': {
             char *end;
             threads = strtol(optarg, &end, 10);
-            if (*end || threads < 0 || threads > 1024) {
-                fprintf(stderr, "colibri: -t wants a number from 0 to 1024\n");
+            if (*end || end == optarg || threads < 0 || threads > 1024) {
+                fprintf(stderr, "colibri: -t wants a number from 0 to 1024%s\n", T_HINT);
                 return 2;
             }
             break;
         }
+        case ':': /* an option without its argument */
+            if (optopt == 't')
+                fprintf(stderr, "colibri: -t wants a number from 0 to 1024%s\n", T_HINT);
+            else
+                fprintf(stderr, "colibri: %s wants an argument\n", argv[optind - 1]);
+            usage(stderr);
+            return 2;
         case 'C':
             check_only = true;
             break;
@@ -123,7 +149,7 @@ int main(int argc, char **argv)
             usage(stdout);
             return 0;
         case 'v':
-            printf("colibri %s\n", COLIBRI_VERSION);
+            version();
             return 0;
         default:
             usage(stderr);

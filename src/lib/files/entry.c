@@ -333,7 +333,7 @@ static void small_variants(struct fentry *e, const char *key, size_t len,
                 }
             }
         }
-        if (!f->compress || incompressible)
+        if (!f->compress || incompressible || orig->len > f->compress_max)
             continue;
         if (same && stale->v[c].body && !stale->v[c].from_sibling) {
             v->body = blob_ref(stale->v[c].body);
@@ -357,6 +357,92 @@ static void small_variants(struct fentry *e, const char *key, size_t len,
             e->avail |= 1u << c;
         }
     }
+}
+
+/* Whether a type is worth compressing beyond small_file_max: text, and
+ * the structured text formats sent as application/ or image/. Small files
+ * are tried whatever their type (a failed gzip marks them incompressible),
+ * which costs little; a megabyte of JPEG is not read to learn it. */
+static bool compressible_type(const char *ctype)
+{
+    static const char *const types[] = {
+        "application/javascript", "application/json", "application/xml", "application/xhtml+xml",
+        "application/wasm",       "image/svg+xml",    "image/x-icon",    "image/bmp",
+    };
+    size_t len = strcspn(ctype, "; ");
+    if (len >= 5 && !memcmp(ctype, "text/", 5))
+        return true;
+    if ((len > 5 && !memcmp(ctype + len - 5, "+json", 5)) ||
+        (len > 4 && !memcmp(ctype + len - 4, "+xml", 4)))
+        return true;
+    for (size_t i = 0; i < N_ELEMENTS(types); i++)
+        if (strlen(types[i]) == len && !memcmp(ctype, types[i], len))
+            return true;
+    return false;
+}
+
+/* The whole of fd (size bytes) into a new buffer, or NULL when it cannot
+ * be read or its size is not size any more. */
+static char *read_snapshot(int fd, size_t size)
+{
+    char *buf = malloc(size + 1);
+    size_t len = 0;
+    while (buf && len <= size) {
+        ssize_t n = pread(fd, buf + len, size + 1 - len, (off_t)len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    if (buf && len != size) {
+        free(buf);
+        buf = NULL;
+    }
+    return buf;
+}
+
+/* Compressed copies, in memory, of a file served from its fd (above
+ * small_file_max, up to compress_max, of a compressible type), for the
+ * codings no precompressed sibling gave. Like a small file's: each must
+ * beat the original, they count against cache_memory, and a version of
+ * the file is compressed once (an expired entry's copies are taken over). */
+static void large_compressed(struct fentry *e, int fd, const struct fentry *stale)
+{
+    struct files *f = e->f;
+    size_t size = (size_t)e->id.size;
+    bool same = stale && stale->kind == FE_FILE && stale->large && ident_eq(&stale->id, &e->id);
+    char *src = NULL;
+    for (size_t i = 0; i < N_ELEMENTS(compress_order); i++) {
+        enum http_coding c = compress_order[i];
+        struct files_variant *v = &e->v[c];
+        size_t extra = extra_header_bytes(c);
+        if (!(f->codings & (1u << c)) || (e->avail & (1u << c)) || size <= extra)
+            continue;
+        size_t limit = size - extra;
+        if (same && stale->v[c].body && !stale->v[c].from_sibling) {
+            v->body = blob_ref(stale->v[c].body);
+        } else if (same && !(stale->avail & (1u << c))) {
+            continue; /* it did not pay last time either */
+        } else {
+            if (!mem_room(f, limit))
+                continue;
+            if (!src && !(src = read_snapshot(fd, size)))
+                break;
+            void *out;
+            size_t out_len;
+            int r = files_compress(c, src, size, limit, &out, &out_len);
+            if (r == -E2BIG && c == HTTP_CODING_GZIP)
+                break; /* incompressible */
+            if (r == 0)
+                v->body = blob_wrap(f, out, out_len);
+        }
+        if (v->body) {
+            v->size = v->body->len;
+            e->avail |= 1u << c;
+        }
+    }
+    free(src);
 }
 
 /* Precompressed siblings of a large file, kept open beside it. */
@@ -429,6 +515,8 @@ static struct fentry *file_entry(struct files *f, int fd, const struct stat *st,
         id->fd = fd;
         id->size = (uint64_t)st->st_size;
         large_variants(e, key, len);
+        if (f->compress && id->size <= f->compress_max && compressible_type(e->ctype))
+            large_compressed(e, fd, stale);
     } else {
         close(fd);
         entry_free(e);

@@ -39,13 +39,16 @@
 
 /* measured (bench/RESULTS.md): from memory with writev is cheaper than
  * sendfile up to 64 KiB, by ~15% of server CPU at 32 KiB and ~4% at 64 KiB */
-#define SMALL_DEFAULT     (32 * 1024)
-#define CACHE_FOR_DEFAULT 5000
-#define MEMORY_DEFAULT    (256u << 20)
-#define MAX_ENTRIES       16384 /* each may hold a few fds */
-#define MAX_RANGES        16
-#define MULTIPART_MAX     (4u << 20) /* larger multipart answers: the whole file instead */
-#define ETAG_MAX          56
+#define SMALL_DEFAULT (32 * 1024)
+/* files up to this are compressed: larger ones of a text type too, their
+ * compressed copies in memory beside the fd */
+#define COMPRESS_MAX_DEFAULT (1u << 20)
+#define CACHE_FOR_DEFAULT    5000
+#define MEMORY_DEFAULT       (256u << 20)
+#define MAX_ENTRIES          16384 /* each may hold a few fds */
+#define MAX_RANGES           16
+#define MULTIPART_MAX        (4u << 20) /* larger multipart answers: the whole file instead */
+#define ETAG_MAX             56
 #define DEFAULT_CHARSET_TYPES                                                                      \
     "text/html text/plain text/css text/javascript text/markdown text/csv text/xml"
 
@@ -62,6 +65,7 @@ struct files {
     bool precompressed;
     bool compress;
     size_t small_max;
+    size_t compress_max;          /* files up to this are compressed (see entry.c) */
     int64_t expires_s;            /* -1: no Expires header */
     char *cache_control;          /* "Cache-Control: ...\r\n" or NULL */
     char *charset_types;          /* " text/html text/plain " (padded with spaces) */

@@ -21,6 +21,7 @@ struct files_opts {
     enum files_follow follow;
     bool listing, precompressed, compress;
     uint64_t small_max;
+    uint64_t compress_max;
     uint64_t cache_ms;
     uint64_t mem_max;
     int64_t expires_s;
@@ -35,6 +36,7 @@ static const struct files_opts default_opts = {
     .precompressed = true,
     .compress = true,
     .small_max = SMALL_DEFAULT,
+    .compress_max = COMPRESS_MAX_DEFAULT,
     .cache_ms = CACHE_FOR_DEFAULT,
     .mem_max = MEMORY_DEFAULT,
     .expires_s = -1,
@@ -88,6 +90,7 @@ static int add(struct colibri_server *srv, const char *prefix, const char *root,
                                                       would happen per request */
                                                    .compress = o->compress && o->cache_ms,
                                                    .small_max = o->small_max,
+                                                   .compress_max = o->compress_max,
                                                    .expires_s = o->expires_s,
                                                    .codings = files_codings_built(),
                                                    .mem_max = o->mem_max,
@@ -204,6 +207,12 @@ static int from_config(struct colibri_server *srv, struct colibri_conf *n, char 
         if ((r = colibri_conf_size(k, &o.small_max, err, errlen)))
             return r;
         if (o.small_max > (64u << 20))
+            return colibri_conf_error(k, err, errlen, "must be at most 64M");
+    }
+    if ((k = colibri_conf_take(n, "compress_max"))) {
+        if ((r = colibri_conf_size(k, &o.compress_max, err, errlen)))
+            return r;
+        if (o.compress_max > (64u << 20))
             return colibri_conf_error(k, err, errlen, "must be at most 64M");
     }
     if ((k = colibri_conf_take(n, "cache_memory")) &&

@@ -63,63 +63,103 @@ static int redirect(struct colibri_request *req, struct colibri_response *resp)
     return r < 0 ? 400 : 301;
 }
 
-static void add_expires(const struct files *f, struct colibri_response *resp)
+/* 0, or -ENOMEM: the answer would go without its header (a 500 then). */
+static int add_expires(const struct files *f, struct colibri_response *resp)
 {
     if (f->expires_s < 0)
-        return;
+        return 0;
     char line[HTTP_DATE_LEN + 11] = "Expires: ";
     /* from the clock the Date header is written with, so Expires - Date
      * is the configured time exactly, also across a second's start */
     http_date_format((int64_t)conn_wall_time(resp->req->ctx) + f->expires_s, line + 9);
     memcpy(line + 9 + HTTP_DATE_LEN, "\r\n", 2);
-    colibri_resp_header_lines(resp, line, sizeof(line));
+    return colibri_resp_header_lines(resp, line, sizeof(line));
 }
 
+/* A part's head: "\r\n--BOUNDARY\r\nContent-Type: T\r\nContent-Range: ...\r\n\r\n"
+ * into ctx->out (coro_abort() when out of memory, as for any head), or
+ * only its length when out is NULL. */
+static size_t part_head(struct strbuf *out, const struct fentry *e, const struct files_variant *v,
+                        const struct http_range *r)
+{
+    const char *b = e->f->boundary;
+    char cr[HTTP_CONTENT_RANGE_MAX];
+    size_t crl = http_content_range(cr, (int64_t)r->first, r->last, v->size);
+    size_t bl = strlen(b), tl = strlen(e->ctype);
+    size_t n = 4 + bl + 16 + tl + 2 + crl + 2;
+    if (!out)
+        return n;
+    if (strbuf_reserve(out, n) < 0)
+        return 0;
+    char *p = out->buf + out->len;
+    memcpy(p, "\r\n--", 4), p += 4;
+    memcpy(p, b, bl), p += bl;
+    memcpy(p, "\r\nContent-Type: ", 16), p += 16;
+    memcpy(p, e->ctype, tl), p += tl;
+    memcpy(p, "\r\n", 2), p += 2;
+    memcpy(p, cr, crl), p += crl; /* ends with its CRLF */
+    memcpy(p, "\r\n", 2);
+    out->len += n;
+    out->buf[out->len] = '\0';
+    return n;
+}
+
+/* Parts up to this size are copied behind their head (one write for many
+ * small parts); larger ones leave on their own (sendfile, or a writev from
+ * the cached bytes). */
+#define PART_COPY_MAX (16 * 1024)
+/* What collects in ctx->out before it is sent. */
+#define PARTS_FLUSH_AT (64 * 1024)
+
+/* A multipart/byteranges answer (RFC 9110 §14.6), sent part by part as
+ * the client takes it: the head with the length of the whole, then each
+ * part's head and bytes, then the closing delimiter. Nothing is built
+ * whole: a client that does not read holds ctx->out and a sendfile() in
+ * progress, as for a single range. The bytes are the entry's, which
+ * files_serve() holds until the handler returns. */
 static int multipart(struct colibri_response *resp, const struct fentry *e,
                      const struct files_variant *v, const struct http_range *r, unsigned n)
 {
     const struct files *f = e->f;
-    struct strbuf body = {0};
-    int status = 206;
-    /* reserved once, so none of the appends below can fail */
-    size_t total = 64 + strlen(f->boundary);
+    struct conn_ctx *ctx = resp->req->ctx;
+    struct strbuf *out = &ctx->out;
+    size_t bl = strlen(f->boundary);
+    uint64_t total = 4 + bl + 4; /* "\r\n--" BOUNDARY "--\r\n" */
     for (unsigned i = 0; i < n; i++)
-        total += 64 + strlen(f->boundary) + strlen(e->ctype) + HTTP_CONTENT_RANGE_MAX +
-                 (size_t)(r[i].last - r[i].first + 1);
-    if (strbuf_reserve(&body, total) < 0)
-        return 503;
-    for (unsigned i = 0; i < n; i++) {
-        char cr[HTTP_CONTENT_RANGE_MAX];
-        strbuf_append_str(&body, "\r\n--");
-        strbuf_append_str(&body, f->boundary);
-        strbuf_append_str(&body, "\r\nContent-Type: ");
-        strbuf_append_str(&body, e->ctype);
-        strbuf_append(&body, "\r\n", 2);
-        strbuf_append(&body, cr, http_content_range(cr, (int64_t)r[i].first, r[i].last, v->size));
-        strbuf_append(&body, "\r\n", 2);
-        size_t len = (size_t)(r[i].last - r[i].first + 1);
-        if (v->body) {
-            strbuf_append(&body, v->body->data + r[i].first, len);
-        } else {
-            if (pread_full(v->fd, body.buf + body.len, len, (off_t)r[i].first) < 0) {
-                status = 500;
-                goto out_free;
-            }
-            body.len += len;
-            body.buf[body.len] = '\0';
-        }
-    }
-    strbuf_append_str(&body, "\r\n--");
-    strbuf_append_str(&body, f->boundary);
-    strbuf_append_str(&body, "--\r\n");
-    colibri_resp_set_type(resp, f->multipart);
+        total += part_head(NULL, e, v, &r[i]) + (r[i].last - r[i].first + 1);
     colibri_resp_header_lines(resp, e->hdrs + v->hdr_off, v->hdr_len);
     add_expires(f, resp);
-    if (colibri_resp_append(resp, body.buf, body.len) < 0)
-        status = 503;
-out_free:
-    strbuf_free(&body);
-    return status;
+    if (!http_answer_head(resp, 206, f->multipart, total))
+        return 206;
+    for (unsigned i = 0; i < n; i++) {
+        if (!part_head(out, e, v, &r[i]))
+            coro_abort(ctx->coro);
+        size_t len = (size_t)(r[i].last - r[i].first + 1);
+        if (len <= PART_COPY_MAX) {
+            if (strbuf_reserve(out, len) < 0)
+                coro_abort(ctx->coro);
+            if (v->body)
+                memcpy(out->buf + out->len, v->body->data + r[i].first, len);
+            else if (pread_full(v->fd, out->buf + out->len, len, (off_t)r[i].first) < 0)
+                coro_abort(ctx->coro); /* the file changed under us: the length is promised */
+            out->len += len;
+            out->buf[out->len] = '\0';
+            if (out->len >= PARTS_FLUSH_AT)
+                conn_flush(ctx);
+        } else if (v->body) {
+            conn_flush_with(ctx, v->body->data + r[i].first, len);
+        } else {
+            conn_write_more(ctx, out->buf, out->len);
+            strbuf_reset(out);
+            conn_sendfile(ctx, v->fd, (off_t)r[i].first, len);
+        }
+    }
+    if (strbuf_reserve(out, 4 + bl + 4) < 0)
+        coro_abort(ctx->coro);
+    strbuf_append(out, "\r\n--", 4);
+    strbuf_append(out, f->boundary, bl);
+    strbuf_append(out, "--\r\n", 4);
+    return 206;
 }
 
 static int send_variant(struct colibri_response *resp, const struct fentry *e,
@@ -138,8 +178,7 @@ static inline __attribute__((always_inline)) int
 send_whole(struct colibri_response *resp, const struct fentry *e, const struct files_variant *v)
 {
     resp->lines = (struct view){.p = e->hdrs + v->hdr_off, .len = v->hdr_len};
-    add_expires(e->f, resp);
-    int status = send_variant(resp, e, v, 200, 0, v->size);
+    int status = add_expires(e->f, resp) < 0 ? 500 : send_variant(resp, e, v, 200, 0, v->size);
     resp->lines = (struct view){0}; /* a later head (an error) must not use them */
     return status;
 }
@@ -174,10 +213,9 @@ static int serve_file(struct colibri_request *req, struct colibri_response *resp
             for (int i = 0; i < HTTP_CODING_COUNT; i++)
                 sizes[i] = e->v[i].size;
             coding = http_accept_encoding_choose(&ae, e->avail, sizes);
-            if (coding < 0) {
-                colibri_resp_header_lines(resp, "Vary: Accept-Encoding\r\n", 23);
-                return 406;
-            }
+            if (coding < 0)
+                return colibri_resp_header_lines(resp, "Vary: Accept-Encoding\r\n", 23) < 0 ? 500
+                                                                                            : 406;
         }
     }
     const struct files_variant *v = &e->v[coding];
@@ -187,11 +225,11 @@ static int serve_file(struct colibri_request *req, struct colibri_response *resp
     int pre = http_preconditions(&c, colibri_req_method(req), v->etag, v->etag_len, mtime);
     if (pre == 412)
         return 412;
-    if (pre == 304) {
-        colibri_resp_header_lines(resp, e->hdrs + v->hdr_off, v->hdr_len);
-        add_expires(f, resp);
-        return 304;
-    }
+    if (pre == 304)
+        return colibri_resp_header_lines(resp, e->hdrs + v->hdr_off, v->hdr_len) < 0 ||
+                       add_expires(f, resp) < 0
+                   ? 500
+                   : 304;
 
     if (c.has_range && colibri_req_method(req) == COLIBRI_GET) {
         bool fresh = http_if_range(&c, v->etag, v->etag_len, mtime);
@@ -202,15 +240,18 @@ static int serve_file(struct colibri_request *req, struct colibri_response *resp
                   : HTTP_RANGE_IGNORE;
         if (res == HTTP_RANGE_UNSATISFIABLE) {
             char cr[HTTP_CONTENT_RANGE_MAX];
-            colibri_resp_header_lines(resp, cr, http_content_range(cr, -1, 0, v->size));
-            return 416;
+            return colibri_resp_header_lines(resp, cr, http_content_range(cr, -1, 0, v->size)) < 0
+                       ? 500
+                       : 416;
         }
         if (res == HTTP_RANGE_OK && n == 1) {
             char cr[HTTP_CONTENT_RANGE_MAX];
-            colibri_resp_header_lines(resp, e->hdrs + v->hdr_off, v->hdr_len);
-            colibri_resp_header_lines(
-                resp, cr, http_content_range(cr, (int64_t)r[0].first, r[0].last, v->size));
-            add_expires(f, resp);
+            if (colibri_resp_header_lines(resp, e->hdrs + v->hdr_off, v->hdr_len) < 0 ||
+                colibri_resp_header_lines(
+                    resp, cr, http_content_range(cr, (int64_t)r[0].first, r[0].last, v->size)) <
+                    0 ||
+                add_expires(f, resp) < 0)
+                return 500;
             return send_variant(resp, e, v, 206, r[0].first, r[0].last - r[0].first + 1);
         }
         if (res == HTTP_RANGE_OK) {

@@ -12,6 +12,7 @@
 #include "base/common.h"
 #include "base/itoa.h"
 #include "base/log.h"
+#include "http/log_format.h"
 #include "http/request.h"
 #include "rt/conn.h"
 
@@ -29,7 +30,7 @@ static const bool esc[256] = {
     [0 ... 0x1f] = true, ['"'] = true, ['\\'] = true, [0x7f ... 0xff] = true};
 
 /* Appends v escaped; p has room for 4 * v.len bytes. */
-static char *put_escaped(char *p, struct view v)
+static inline char *put_escaped(char *p, struct view v)
 {
     const unsigned char *s = (const unsigned char *)v.p;
     for (size_t i = 0; i < v.len; i++) {
@@ -57,25 +58,30 @@ static char *put_field(char *p, struct view v, bool found)
     return p;
 }
 
+size_t http_peer_text(const struct conn_peer *peer, char *a)
+{
+    char *start = a;
+    if (peer->family == AF_INET) {
+        for (int i = 0; i < 4; i++) {
+            a += u64_to_str(peer->addr[i], a);
+            *a++ = '.';
+        }
+        a--;
+    } else if (peer->family == AF_INET6 && inet_ntop(AF_INET6, peer->addr, a, INET6_ADDRSTRLEN)) {
+        a += strlen(a);
+    } else {
+        *a++ = '-';
+    }
+    *a = '\0';
+    return (size_t)(a - start);
+}
+
 /* The client's address as text; the worker keeps the last one, since a
  * keep-alive client sends many requests in a row. */
-static char *put_addr(char *p, struct http_worker *hw, const struct conn_peer *peer)
+static inline char *put_addr(char *p, struct http_worker *hw, const struct conn_peer *peer)
 {
     if (memcmp(&hw->log_peer, peer, sizeof(*peer))) {
-        char *a = hw->log_peer_str;
-        if (peer->family == AF_INET) {
-            for (int i = 0; i < 4; i++) {
-                a += u64_to_str(peer->addr[i], a);
-                *a++ = '.';
-            }
-            a--;
-        } else if (peer->family == AF_INET6 &&
-                   inet_ntop(AF_INET6, peer->addr, a, INET6_ADDRSTRLEN)) {
-            a += strlen(a);
-        } else {
-            *a++ = '-';
-        }
-        hw->log_peer_len = (size_t)(a - hw->log_peer_str);
+        hw->log_peer_len = http_peer_text(peer, hw->log_peer_str);
         hw->log_peer = *peer;
     }
     memcpy(p, hw->log_peer_str, hw->log_peer_len);
@@ -93,8 +99,8 @@ static struct view field_value(const char *v, const char *end)
 }
 
 /* Referer and User-Agent in one pass over the validated field lines. */
-static void find_fields(struct view h, struct view *ref, bool *has_ref, struct view *ua,
-                        bool *has_ua)
+static inline void find_fields(struct view h, struct view *ref, bool *has_ref, struct view *ua,
+                               bool *has_ua)
 {
     const char *p = h.p, *end = h.p + h.len;
     while (p < end) {
@@ -115,7 +121,7 @@ static void find_fields(struct view h, struct view *ref, bool *has_ref, struct v
 }
 
 /* "22/Nov/2026:13:40:00 +0000" for the worker's second, made once a second. */
-static const char *log_date(struct http_worker *hw, time_t now)
+static inline const char *log_date(struct http_worker *hw, time_t now)
 {
     if (hw->log_time != now) {
         struct tm tm;
@@ -127,10 +133,59 @@ static const char *log_date(struct http_worker *hw, time_t now)
     return hw->log_date;
 }
 
+/* For log_format.c: the same pieces, out of line. */
+char *http_log_escape(char *p, struct view v)
+{
+    return put_escaped(p, v);
+}
+
+char *http_log_addr(char *p, struct http_worker *hw, const struct conn_peer *peer)
+{
+    return put_addr(p, hw, peer);
+}
+
+void http_log_find_fields(struct view h, struct view *ref, bool *has_ref, struct view *ua,
+                          bool *has_ua)
+{
+    find_fields(h, ref, has_ref, ua, has_ua);
+}
+
+const char *http_log_date(struct http_worker *hw, time_t now)
+{
+    return log_date(hw, now);
+}
+
+/* Where a line goes: the worker's buffer for the file of req->log. */
+static inline struct http_log_buf *log_buf(struct http_worker *hw, const struct http_log *log)
+{
+    if (unlikely(log->file >= hw->log_hi))
+        hw->log_hi = log->file + 1;
+    return &hw->log[log->file];
+}
+
+/* A line went into lb: written now when the buffer is full, else within a
+ * second (the worker's tick). */
+static void line_done(struct colibri_request *req, struct http_log_buf *lb)
+{
+    lb->lines++;
+    if (lb->b.len >= ACCESS_LOG_FLUSH_AT)
+        http_access_log_flush(req->hw);
+    else
+        conn_want_tick(req->ctx);
+}
+
 void http_access_log(struct colibri_request *req, struct colibri_response *resp)
 {
     struct http_worker *hw = req->hw;
-    struct strbuf *b = &hw->log;
+    struct http_log_buf *lb = log_buf(hw, req->log);
+    if (req->log->fmt) {
+        if (http_log_format_line(req->log->fmt, req, resp, &lb->b) < 0)
+            atomic_fetch_add(&dropped, 1);
+        else
+            line_done(req, lb);
+        return;
+    }
+    struct strbuf *b = &lb->b;
     const struct http_head *head = req->head;
     struct view ref = {0}, ua = {0};
     bool has_ref = false, has_ua = false;
@@ -179,25 +234,38 @@ void http_access_log(struct colibri_request *req, struct colibri_response *resp)
     p = put_field(p, ua, has_ua);
     *p++ = '\n';
     b->len = (size_t)(p - b->buf);
-    hw->log_lines++;
-    if (b->len >= ACCESS_LOG_FLUSH_AT)
-        http_access_log_flush(hw);
-    else
-        conn_want_tick(req->ctx);
+    line_done(req, lb);
 }
 
 void http_access_log_flush(struct http_worker *hw)
 {
-    struct strbuf *b = &hw->log;
-    if (!b->len)
-        return;
-    int e = -write_full(hw->cfg->access_log_fd, b->buf, b->len);
-    if (e) {
-        /* what did not go out may be part of a line: count the buffer as lost */
-        uint64_t total = atomic_fetch_add(&dropped, hw->log_lines) + hw->log_lines;
-        LOG_LIMITED(LOG_ERROR, "access log: write failed: %s (%llu lines dropped so far)",
-                    strerror(e), (unsigned long long)total);
+    for (unsigned i = 0; i < hw->log_hi; i++) {
+        struct http_log_buf *lb = &hw->log[i];
+        if (!lb->b.len)
+            continue;
+        int e = -write_full(hw->cfg->log_files->fd[i], lb->b.buf, lb->b.len);
+        if (e) {
+            /* what did not go out may be part of a line: count the buffer as lost */
+            uint64_t total = atomic_fetch_add(&dropped, lb->lines) + lb->lines;
+            LOG_LIMITED(LOG_ERROR, "access log: write failed: %s (%llu lines dropped so far)",
+                        strerror(e), (unsigned long long)total);
+        }
+        lb->b.len = 0;
+        lb->lines = 0;
     }
-    b->len = 0;
-    hw->log_lines = 0;
+}
+
+void http_log_cut(struct conn_ctx *ctx, const struct colibri_response *resp)
+{
+    char addr[INET6_ADDRSTRLEN + 8];
+    http_peer_text(conn_peer_of(ctx), addr);
+    if (!resp) {
+        LOG_LIMITED(LOG_INFO, "stop: cut off %s before a whole request came", addr);
+        return;
+    }
+    const struct http_head *head = resp->req->head;
+    LOG_LIMITED(LOG_INFO, "stop: cut off %s \"%.*s %.*s HTTP/1.%d\" (%d, %llu body bytes sent)",
+                addr, (int)head->method_str.len, head->method_str.p,
+                (int)MIN(head->target.len, 200), head->target.p, head->version_minor,
+                resp->final_status, (unsigned long long)resp->body_bytes);
 }

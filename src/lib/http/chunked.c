@@ -3,6 +3,7 @@
  */
 #include "http/chunked.h"
 
+#include <errno.h>
 #include <string.h>
 
 #include "http/chars.h"
@@ -46,7 +47,7 @@ ssize_t http_chunked_decode(struct http_chunked *st, char *buf, size_t len, size
         }
         case CH_SIZE_FIRST:
             if (!is(c, C_HEX))
-                return -400;
+                return -EBADMSG;
             st->remaining = (uint64_t)hex_val(c);
             st->ext_len = 0;
             st->state = CH_SIZE;
@@ -55,12 +56,17 @@ ssize_t http_chunked_decode(struct http_chunked *st, char *buf, size_t len, size
             if (is(c, C_HEX)) {
                 /* zero padding is free to send, so it counts as extension */
                 if (st->remaining == 0 && ++st->ext_len > HTTP_CHUNKED_MAX_EXT)
-                    return -400;
+                    return -EBADMSG;
                 if (st->remaining >> 60)
-                    return -400; /* a 17th significant digit */
+                    return -EBADMSG; /* a 17th significant digit */
                 st->remaining = st->remaining << 4 | (uint64_t)hex_val(c);
                 break;
             }
+            /* the size is whole: refused now if the body could not hold it,
+             * rather than after waiting for its data */
+            if (st->limit && st->remaining > st->limit - st->announced)
+                return -EFBIG;
+            st->announced += st->remaining;
             if (c == '\r') {
                 st->state = CH_SIZE_LF;
                 break;
@@ -70,17 +76,17 @@ ssize_t http_chunked_decode(struct http_chunked *st, char *buf, size_t len, size
             else if (is_ows(c))
                 st->state = CH_BWS;
             else
-                return -400;
+                return -EBADMSG;
             if (++st->ext_len > HTTP_CHUNKED_MAX_EXT)
-                return -400;
+                return -EBADMSG;
             break;
         case CH_BWS:
             if (c == ';')
                 st->state = CH_EXT;
             else if (!is_ows(c))
-                return -400;
+                return -EBADMSG;
             if (++st->ext_len > HTTP_CHUNKED_MAX_EXT)
-                return -400;
+                return -EBADMSG;
             break;
         case CH_EXT:
             if (c == '\r') {
@@ -88,21 +94,21 @@ ssize_t http_chunked_decode(struct http_chunked *st, char *buf, size_t len, size
                 break;
             }
             if (!is(c, C_VALUE) || ++st->ext_len > HTTP_CHUNKED_MAX_EXT)
-                return -400;
+                return -EBADMSG;
             break;
         case CH_SIZE_LF:
             if (c != '\n')
-                return -400;
+                return -EBADMSG;
             st->state = st->remaining ? CH_DATA : CH_TRAILER_LINE;
             break;
         case CH_DATA_CR:
             if (c != '\r')
-                return -400;
+                return -EBADMSG;
             st->state = CH_DATA_LF;
             break;
         case CH_DATA_LF:
             if (c != '\n')
-                return -400;
+                return -EBADMSG;
             st->state = CH_SIZE_FIRST;
             break;
         case CH_TRAILER_LINE:
@@ -112,36 +118,36 @@ ssize_t http_chunked_decode(struct http_chunked *st, char *buf, size_t len, size
             }
             /* trailer fields obey the field syntax: no obs-fold, no empty name */
             if (!is(c, C_TCHAR))
-                return -400;
+                return -EBADMSG;
             st->state = CH_TRAILER_NAME;
             goto count_trailer;
         case CH_TRAILER_NAME:
             if (c == ':')
                 st->state = CH_TRAILER_VALUE;
             else if (!is(c, C_TCHAR))
-                return -400;
+                return -EBADMSG;
             goto count_trailer;
         case CH_TRAILER_VALUE:
             if (c == '\r')
                 st->state = CH_TRAILER_LF;
             else if (!is(c, C_VALUE))
-                return -400;
+                return -EBADMSG;
             goto count_trailer;
         case CH_TRAILER_LF:
             if (c != '\n')
-                return -400;
+                return -EBADMSG;
             st->state = CH_TRAILER_LINE;
         count_trailer:
             if (++st->trailer_len > HTTP_CHUNKED_MAX_TRAILERS)
-                return -400;
+                return -EBADMSG;
             break;
         case CH_FINAL_LF:
             if (c != '\n')
-                return -400;
+                return -EBADMSG;
             st->done = true;
             break;
         default:
-            return -400; /* a corrupted state: never guess */
+            return -EBADMSG; /* a corrupted state: never guess */
         }
         in++;
     }

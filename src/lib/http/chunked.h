@@ -19,11 +19,16 @@
  * Returns the number of input bytes consumed (>= 0) and sets *payload to the
  * number of payload bytes now at buf[0..*payload); sets st->done once the
  * last chunk and the trailers have been consumed (bytes after that belong to
- * the next request). Returns -400 for a bad chunk size, overflow, missing
- * CRLF, or extension/trailer limits exceeded. Unconsumed input (a partial
- * size line, say) must be presented again, in front of new bytes.
- * A body starts from a zeroed struct: struct http_chunked st = {0}. */
+ * the next request). Returns -EBADMSG (400) for a bad chunk size, overflow,
+ * missing CRLF, or extension/trailer limits exceeded, and -EFBIG (413) as
+ * soon as a chunk's size is read whole (before its data) when it would
+ * take the body above st->limit. Unconsumed input (a partial size line, say) must be presented
+ * again, in front of new bytes.
+ * A body starts from a zeroed struct: struct http_chunked st = {0}, with
+ * limit set to the most payload bytes the body may have (0: no limit). */
 struct http_chunked {
+    uint64_t limit;     /* the chunk sizes may add up to this; 0: no limit */
+    uint64_t announced; /* the sizes of the chunks read so far, added up (<= limit) */
     uint64_t remaining; /* payload bytes left in the current chunk */
     size_t ext_len, trailer_len;
     uint8_t state;

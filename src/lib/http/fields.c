@@ -34,6 +34,20 @@ bool http_header_find(struct view headers, const char *name, size_t name_len, st
     return false;
 }
 
+bool http_header_find_sole(struct view headers, const char *name, size_t name_len,
+                           struct view *value)
+{
+    if (!http_header_find(headers, name, name_len, value))
+        return false;
+    /* the value's line ends with CRLF, or the block does */
+    const char *next = memchr(value->p + value->len, '\n',
+                              (size_t)(headers.p + headers.len - value->p - value->len));
+    if (!next)
+        return true;
+    struct view rest = mkview(next + 1, headers.p + headers.len), again;
+    return !http_header_find(rest, name, name_len, &again);
+}
+
 bool http_media_type_is(struct view ctype, const char *type, size_t type_len)
 {
     const char *p = ctype.p, *end = ctype.p + ctype.len;
@@ -43,6 +57,100 @@ bool http_media_type_is(struct view ctype, const char *type, size_t type_len)
         return false;
     p += type_len;
     return p == end || *p == ';' || is_ows(*p);
+}
+
+int http_param_next(const char **pp, const char *end, unsigned flags, struct http_param *out)
+{
+    const char *p = *pp;
+    /* OWS ";" OWS, any number of times: empty parameters are none */
+    for (;;) {
+        while (p < end && is_ows(*p))
+            p++;
+        if (p == end) {
+            *pp = p;
+            return 0;
+        }
+        if (*p != ';')
+            return -1;
+        p++;
+        while (p < end && is_ows(*p))
+            p++;
+        if (p < end && *p != ';')
+            break;
+    }
+    if (p == end) {
+        *pp = p;
+        return 0;
+    }
+    const char *n = p;
+    while (p < end && is(*p, C_TCHAR))
+        p++;
+    if (p == n)
+        return -1;
+    out->name = mkview(n, p);
+    const char *after_name = p;
+    if (flags & HTTP_PARAM_BWS)
+        while (p < end && is_ows(*p))
+            p++;
+    if (p == end || *p != '=') {
+        if (!(flags & HTTP_PARAM_BARE))
+            return -1;
+        out->value = mkview(after_name, after_name);
+        out->has_value = false;
+        *pp = after_name;
+        return 1;
+    }
+    p++;
+    if (flags & HTTP_PARAM_BWS)
+        while (p < end && is_ows(*p))
+            p++;
+    const char *v = p;
+    if (p < end && *p == '"') {
+        /* qdtext and quoted-pair: HTAB, SP, VCHAR, obs-text */
+        for (p++;; p++) {
+            if (p == end)
+                return -1;
+            if (*p == '"')
+                break;
+            if (*p == '\\' && ++p == end)
+                return -1;
+            if (!IS_VALUE((unsigned char)*p))
+                return -1;
+        }
+        p++;
+    } else {
+        while (p < end && is(*p, C_TCHAR))
+            p++;
+        if (p == v)
+            return -1;
+    }
+    out->value = mkview(v, p);
+    out->has_value = true;
+    *pp = p;
+    return 1;
+}
+
+ssize_t http_param_value(struct view value, char *out, size_t cap)
+{
+    const char *p = value.p, *end = value.p + value.len;
+    size_t o = 0;
+    if (p < end && *p == '"') { /* checked by http_param_next(): it ends with '"' */
+        p++, end--;
+        for (; p < end; p++) {
+            if (*p == '\\')
+                p++;
+            if (o + 1 >= cap)
+                return -1;
+            out[o++] = *p;
+        }
+    } else {
+        if (value.len >= cap)
+            return -1;
+        memcpy(out, p, value.len);
+        o = value.len;
+    }
+    out[o] = '\0';
+    return (ssize_t)o;
 }
 
 bool http_query_find(struct view query, const char *name, size_t name_len, struct view *value)

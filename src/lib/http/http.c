@@ -24,13 +24,18 @@
 /* Per-connection buffers above this size are not kept in the pool. */
 #define KEEP_BUF_MAX (64 * 1024)
 
-/* The routes of the site named host, else the default site's (NULL when
- * there is none). Out of line: one site is the common case. */
-static __attribute__((noinline)) const struct trie *named_site(const struct http_config *cfg,
+/* The routes of the site named host (and its access log for req), else
+ * the default site's (NULL when there is none). Out of line: one site is
+ * the common case. */
+static __attribute__((noinline)) const struct trie *named_site(struct colibri_request *req,
                                                                struct view host)
 {
-    const struct trie *t = http_vhost_find(cfg->vhosts, cfg->n_vhosts, host);
-    return t ? t : cfg->routes;
+    const struct http_config *cfg = req->cfg;
+    const struct http_vhost *v = http_vhost_find(cfg->vhosts, cfg->n_vhosts, host);
+    if (!v)
+        return cfg->routes;
+    req->log = v->log;
+    return v->routes;
 }
 
 /* SNI that named a site must name the Host's (RFC 9110 15.5.20: no
@@ -41,9 +46,9 @@ static bool sni_agrees(const struct conn_ctx *ctx, const struct http_config *cfg
     const char *sni = conn_tls_server_name(ctx);
     if (!sni)
         return true;
-    const struct trie *t =
+    const struct http_vhost *v =
         http_vhost_find(cfg->vhosts, cfg->n_vhosts, (struct view){sni, strlen(sni)});
-    return !t || t == routes;
+    return !v || v->routes == routes;
 }
 
 /* redirect_to_https: 308 to https://HOST[:PORT]/PATH?QUERY as requested
@@ -96,7 +101,7 @@ site_of(struct colibri_request *req, struct colibri_response *resp, const struct
         *routes = cfg->routes;
         return 0;
     }
-    if (!(*routes = named_site(cfg, req->head->host)))
+    if (!(*routes = named_site(req, req->head->host)))
         return 421; /* no site of that name and no default site */
     if (req->ctx->tls && !sni_agrees(req->ctx, cfg, *routes))
         return 421; /* the certificate's site is not the Host's */
@@ -109,13 +114,14 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
     struct http_conn *hc = req->hc;
 
     if (head->flags & HTTP_F_ASTERISK) { /* OPTIONS * */
-        http_allow_header(&hc->hdrs, req->cfg->methods | COLIBRI_M(COLIBRI_OPTIONS));
+        if (http_allow_header(&hc->hdrs, req->cfg->methods | COLIBRI_M(COLIBRI_OPTIONS)) < 0)
+            return 500;
         return 204;
     }
     int r = http_decode_path(req);
     if (r) {
         hc->closing = true; /* a malformed request: never guess at the rest */
-        return r;
+        return http_status_of(r);
     }
     /* the site: while there is only the default site (and no listener
      * redirects), no host is looked at */
@@ -129,23 +135,40 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
         return 404;
     const struct colibri_handler *h = route->handler;
     if (!(http_handler_calls(h) & COLIBRI_M(head->method))) {
-        http_allow_header(&hc->hdrs, http_handler_methods(h));
+        if (http_allow_header(&hc->hdrs, http_handler_methods(h)) < 0)
+            return 500;
         return head->method == COLIBRI_OPTIONS ? 204 : 405;
     }
     resp->head_only = head->method == COLIBRI_HEAD;
     req->needs = h->needs;
-    if (route->max_body)
-        req->max_body = route->max_body;
-    /* a body announced too large is refused before anybody reads it */
-    if (req->body_kind == BODY_LENGTH && req->body_left > req->max_body &&
-        (h->needs & (COLIBRI_NEED_BODY | COLIBRI_NEED_BODY_STREAM))) {
-        hc->closing = hc->lingering = true;
-        return 413;
+    if (unlikely(req->body_kind != BODY_NONE)) {
+        if (route->max_body)
+            req->max_body = route->max_body;
+        hc->bs.timeout_s = route->body_timeout_s;
+        /* a body announced too large is refused before anybody reads it */
+        if (req->body_kind == BODY_LENGTH && req->body_left > req->max_body &&
+            (h->needs & (COLIBRI_NEED_BODY | COLIBRI_NEED_BODY_STREAM))) {
+            hc->closing = hc->lingering = true;
+            return 413;
+        }
     }
     /* a handler that reads the body gets it whole, or never runs */
     if ((h->needs & COLIBRI_NEED_BODY) && (r = http_body_pump(req, true)))
-        return r;
+        return http_status_of(r);
     return h->fn(req, resp, route->data);
+}
+
+/* A body that waits for "100 Continue": unless the handler reads it, the
+ * client may send it or not, so the connection cannot go on after the
+ * answer. It is marked closing now, so that an answer the handler sends
+ * before returning says "Connection: close"; reading the body lifts it
+ * (request.c). */
+static inline void expect_continue(struct colibri_request *req)
+{
+    if (unlikely(req->head->flags & HTTP_F_EXPECT_CONTINUE) && !req->hc->closing) {
+        req->hc->closing = true;
+        req->expect_closing = true;
+    }
 }
 
 /* One request, head already parsed. Returns false when the connection
@@ -162,6 +185,8 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
         .head_at = ctx->in + ctx->in_pos,
         .head_len = head_len,
         .max_body = hw->cfg->max_body,
+        .log = hw->cfg->site_log,
+        .t0_ns = conn_worker_of(ctx)->mono_ns,
     };
     struct colibri_response resp = {.req = &req, .mime = "text/plain"};
     hc->resp = &resp; /* for abandon(): read only while a handler waits */
@@ -178,9 +203,13 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
     if (head->flags & HTTP_F_CHUNKED) {
         req.body_kind = BODY_CHUNKED;
         hc->chunked = (struct http_chunked){0};
+        hc->bs = (struct http_body_state){0};
+        expect_continue(&req);
     } else if (head->content_length > 0) {
         req.body_kind = BODY_LENGTH;
         req.body_left = (uint64_t)head->content_length;
+        hc->bs = (struct http_body_state){0};
+        expect_continue(&req);
     }
 
     unsigned mark = coro_defer_mark(ctx->coro);
@@ -190,8 +219,10 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
         http_skip_body(&req);
 
     if (resp.streaming) {
-        if (resp.chunked && !resp.head_only)
-            strbuf_append(&ctx->out, "0\r\n\r\n", 5);
+        /* the last chunk; without it (out of memory) the close tells the
+         * client the body was cut short */
+        if (resp.chunked && !resp.head_only && strbuf_append(&ctx->out, "0\r\n\r\n", 5) < 0)
+            hc->closing = true;
     } else if (!resp.sent) {
         http_write_response(&req, &resp, status);
     }
@@ -199,8 +230,9 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
         LOG_LIMITED(LOG_WARN, "\"%.*s %.*s\": answered %d", (int)head->method_str.len,
                     head->method_str.p, (int)MIN(head->target.len, 200), head->target.p,
                     resp.final_status);
-    if (hw->cfg->access_log_fd >= 0)
+    if (req.log)
         http_access_log(&req, &resp);
+    hc->resp = NULL; /* logged: nothing left for abandon() */
     if (ctx->out.len >= OUT_FLUSH_AT)
         conn_flush(ctx);
     conn_progress(ctx); /* the next request gets its own timeout */
@@ -211,7 +243,7 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
 }
 
 /* Parses what is buffered: the head's length, 0 when it is incomplete (the
- * bytes moved to the buffer's start, to be read after), or -status. */
+ * bytes moved to the buffer's start, to be read after), or -errno. */
 static inline ssize_t parse_buffered(struct conn_ctx *ctx, const struct http_limits *limits,
                                      struct http_head *head)
 {
@@ -222,7 +254,8 @@ static inline ssize_t parse_buffered(struct conn_ctx *ctx, const struct http_lim
 }
 
 /* Parses the next request head, reading as needed. Returns its length, 0
- * when the connection should go idle or close (hc->closing), or -status. */
+ * when the connection should go idle or close (hc->closing), or -errno
+ * (parser.h). */
 static ssize_t next_head(struct conn_ctx *ctx, struct http_conn *hc,
                          const struct http_limits *limits, struct http_head *head)
 {
@@ -244,7 +277,7 @@ static ssize_t next_head(struct conn_ctx *ctx, struct http_conn *hc,
         if (idle && !ctx->last_read_full)
             return 0;
         if (ctx->in_len == ctx->in_cap)
-            return -431;
+            return -EMSGSIZE;
         ssize_t n = conn_read(ctx, idle);
         if (n == -EAGAIN)
             return 0;
@@ -285,6 +318,7 @@ static enum conn_verdict run(struct conn_ctx *ctx)
     struct http_conn *hc = conn_state(ctx);
     struct http_worker *hw = conn_worker_state(ctx);
     hc->closing = hc->lingering = hc->mid_request = hc->after_proxy_hdr = false;
+    hc->resp = NULL;
 
     for (;;) {
         struct http_head head;
@@ -299,7 +333,7 @@ static enum conn_verdict run(struct conn_ctx *ctx)
             continue;
         }
         if (r < 0) {
-            http_send_error(ctx, (int)-r);
+            http_send_error(ctx, http_status_of((int)r));
             break;
         }
         if (!handle(ctx, hc, hw, &head, (size_t)r))
@@ -332,18 +366,31 @@ static void on_timeout(struct conn_ctx *ctx)
     conn_try_write(ctx, buf, n);
 }
 
-/* The client hung up while the handler waited (conn_close() then unwinds
- * it): the request still gets its access log line, with what was sent, or
- * 499 when nothing was (nginx's "client closed request"). */
-static void abandon(struct conn_ctx *ctx)
+/* The runtime closes the connection in the middle of a request (the
+ * client hung up, a write failed, a timeout, a stop's deadline; the
+ * coroutine is then unwound): the request still gets its access log line,
+ * with the status sent and the body bytes that went out, or 499 when
+ * nothing was sent (nginx's "client closed request"). A stop says at info
+ * level what it cut off. */
+static void abandon(struct conn_ctx *ctx, enum conn_cut why)
 {
     struct http_conn *hc = conn_state(ctx);
-    struct colibri_request *req = hc->resp->req;
-    if (req->hw->cfg->access_log_fd < 0)
+    struct colibri_response *resp = hc->resp;
+    if (!resp) {
+        if (why == CONN_CUT_STOP && hc->mid_request)
+            http_log_cut(ctx, NULL);
         return;
-    if (!hc->resp->final_status)
-        hc->resp->final_status = 499;
-    http_access_log(req, hc->resp);
+    }
+    hc->resp = NULL;
+    if (!resp->final_status)
+        resp->final_status = 499;
+    else /* what the write under way left unsent was the end of the body */
+        resp->body_bytes -= MIN(resp->body_bytes, (uint64_t)ctx->unsent);
+    resp->interrupted = true;
+    if (why == CONN_CUT_STOP)
+        http_log_cut(ctx, resp);
+    if (resp->req->log)
+        http_access_log(resp->req, resp);
 }
 
 static bool between_requests(const struct conn_ctx *ctx)
@@ -438,6 +485,7 @@ struct http_worker *http_worker_new(const struct http_config *cfg)
                                                              .ok_date_time = -1,
                                                              .ok_head_time = -1,
                                                              .log_time = -1,
+                                                             .log_iso_time = -1,
                                                              .log_peer = {.family = 0xffff}});
     if (hw && !(hw->scratch = tpl_scratch_new())) {
         free(hw);
@@ -448,21 +496,22 @@ struct http_worker *http_worker_new(const struct http_config *cfg)
 
 void http_worker_set_config(struct http_worker *hw, const struct http_config *cfg)
 {
+    http_access_log_flush(hw); /* the lines of the old config's sites go first */
     hw->cfg = cfg;
     hw->ok_head_time = -1;
 }
 
 void http_worker_flush_log(struct http_worker *hw)
 {
-    if (hw->cfg->access_log_fd >= 0)
-        http_access_log_flush(hw);
+    http_access_log_flush(hw);
 }
 
 void http_worker_free(struct http_worker *hw)
 {
     if (!hw)
         return;
-    strbuf_free(&hw->log);
+    for (unsigned i = 0; i < HTTP_LOG_FILES_MAX; i++)
+        strbuf_free(&hw->log[i].b);
     tpl_scratch_free(hw->scratch);
     free(hw);
 }

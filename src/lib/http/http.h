@@ -18,6 +18,8 @@
 
 struct trie;
 struct http_vhost;
+struct http_log;
+struct http_log_files;
 struct tpl;
 struct tpl_scratch;
 
@@ -28,6 +30,8 @@ struct http_route {
     void (*free_data)(void *);
     struct http_route *next; /* every route, for freeing */
     uint64_t max_body;       /* its request bodies' limit; 0: the server's max_body */
+    uint32_t body_timeout_s; /* its bodies' whole-body deadline; 0: the server's */
+    int line;                /* the config line that made it (0: a program's call) */
 };
 
 struct http_config {
@@ -39,7 +43,14 @@ struct http_config {
     bool site_by_host;               /* n_vhosts or redirect_https: dispatch looks at the host */
     struct http_limits limits;
     size_t max_body;
+    /* A body must come whole within body_timeout_s of its first read, and
+     * once body_rate_grace_s passed, at body_min_rate bytes a second on
+     * average since then (0: no minimum); else 408. request_timeout_s is
+     * the runtime's: the longest wait for one read. */
+    uint32_t body_timeout_s, body_rate_grace_s, request_timeout_s;
+    uint64_t body_min_rate;
     size_t multipart_memory_max; /* a multipart part above this goes to a temporary file */
+    size_t body_memory_max;      /* a COLIBRI_NEED_BODY body above this goes to one too */
     char temp_dir[256];          /* where: temp_dir, else $TMPDIR, else /tmp */
     char server_hdr[128];        /* "Server: colibri\r\n", or "" */
     size_t server_hdr_len;
@@ -56,7 +67,14 @@ struct http_config {
     struct tls_server *tls;
     const bool *tls_on;
     const uint16_t *redirect_https;
-    int access_log_fd; /* O_APPEND, or -1: no access log */
+    size_t ws_memory_max;        /* WebSocket messages being read, per worker: beyond, 1013 */
+    uint32_t ws_idle_timeout_ms; /* a silent WebSocket is pinged, then closed; 0: never */
+    /* the access log: the server's files (NULL: none), the top level's
+     * log (requests no site took: refused by the parser), the default
+     * site's (its own, else the top level's); NULL: not logged */
+    const struct http_log_files *log_files;
+    const struct http_log *access_log;
+    const struct http_log *site_log;
 };
 
 /* The methods a handler is called for: its own (GET when it names none)

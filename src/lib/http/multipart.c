@@ -27,70 +27,22 @@ static bool is_bchar(char c)
     return IS_ALPHA(c) || IS_DIGIT(c) || (c && strchr("'()+_,-./:=? ", c));
 }
 
-/* One parameter, "OWS ; OWS name=value", at *pp; the value (a token or a
- * quoted-string, unescaped) into out. 1 with a parameter, 0 at the end,
- * -1 when malformed or the value is longer than cap - 1. */
+/* One parameter, "OWS ; OWS name=value", at *pp (http_param_next()); the
+ * value (a token or a quoted-string, unescaped) into out. 1 with a
+ * parameter, 0 at the end, -1 when malformed or the value is longer than
+ * cap - 1. */
 static int next_param(const char **pp, const char *end, struct view *name, char *out, size_t cap,
                       size_t *outlen)
 {
-    const char *p = *pp;
-    for (;;) {
-        while (p < end && is_ows(*p))
-            p++;
-        if (p == end) {
-            *pp = p;
-            return 0;
-        }
-        if (*p != ';')
-            return -1;
-        p++;
-        while (p < end && is_ows(*p))
-            p++;
-        if (p < end && *p != ';')
-            break; /* an empty parameter otherwise */
-    }
-    if (p == end) {
-        *pp = p;
-        return 0;
-    }
-    const char *n = p;
-    while (p < end && is(*p, C_TCHAR))
-        p++;
-    if (p == n || p == end || *p != '=')
+    struct http_param prm;
+    int r = http_param_next(pp, end, 0, &prm);
+    if (r <= 0)
+        return r;
+    ssize_t n = http_param_value(prm.value, out, cap);
+    if (n < 0)
         return -1;
-    *name = mkview(n, p);
-    p++;
-    size_t o = 0;
-    if (p < end && *p == '"') {
-        p++;
-        for (;;) {
-            if (p == end)
-                return -1;
-            char c = *p++;
-            if (c == '"')
-                break;
-            if (c == '\\') {
-                if (p == end)
-                    return -1;
-                c = *p++;
-            }
-            /* qdtext and quoted-pair: HTAB, SP, VCHAR, obs-text */
-            if (!IS_VALUE((unsigned char)c) || o + 1 >= cap)
-                return -1;
-            out[o++] = c;
-        }
-    } else {
-        const char *v = p;
-        while (p < end && is(*p, C_TCHAR))
-            p++;
-        if (p == v || (size_t)(p - v) >= cap)
-            return -1;
-        memcpy(out, v, (size_t)(p - v));
-        o = (size_t)(p - v);
-    }
-    out[o] = '\0';
-    *outlen = o;
-    *pp = p;
+    *name = prm.name;
+    *outlen = (size_t)n;
     return 1;
 }
 

@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "http/multipart.h"
 #include "http/request.h"
+#include "http/status.h"
 
 #define MULTIPART_MAX_PARTS 1000
 
@@ -21,7 +22,7 @@ struct http_mp {
     struct mp_parser p;
     struct view pending; /* body bytes not fed to the parser yet */
     int fd;              /* the current part's temporary file, or -1 */
-    int status;          /* a failure, returned again by every later call */
+    int err;             /* a failure (-errno), returned again by every later call */
     bool done;
 };
 
@@ -35,9 +36,7 @@ static void mp_cleanup(void *arg)
     free(m);
 }
 
-/* An unnamed file in dir, readable by nobody else: O_TMPFILE, or where
- * the file system has none, mkstemp and an unlink at once. */
-static int temp_file(const char *dir)
+int http_temp_file(const char *dir)
 {
     int fd = open(dir, O_TMPFILE | O_RDWR | O_EXCL | O_CLOEXEC, 0600);
     if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR))
@@ -53,15 +52,16 @@ static int temp_file(const char *dir)
     return fd;
 }
 
-static int give_up(struct colibri_request *req, struct http_mp *m, int status)
+/* A failure is final: later calls return it again. */
+static int give_up(struct colibri_request *req, struct http_mp *m, int err)
 {
     req->hc->closing = req->hc->lingering = true;
-    m->status = status;
-    return status;
+    m->err = err;
+    return err;
 }
 
-/* The parser's next event, feeding it body bytes as they come. 0, or a
- * status. At the end of the body, MP_DONE if the close delimiter came. */
+/* The parser's next event, feeding it body bytes as they come. 0, or
+ * -errno. At the end of the body, MP_DONE if the close delimiter came. */
 static int next_event(struct colibri_request *req, struct http_mp *m, struct mp_event *ev)
 {
     for (;;) {
@@ -103,36 +103,37 @@ static int start(struct colibri_request *req)
     char b[MP_BOUNDARY_MAX + 1];
     size_t blen;
     if (!http_header_find(req->head->headers, "Content-Type", 12, &type))
-        return 415;
+        return -EMEDIUMTYPE;
     int r = mp_boundary(type, b, &blen);
     if (r == -1)
-        return 415;
+        return -EMEDIUMTYPE;
     if (r < 0)
-        return 400;
+        return -EBADMSG;
     struct http_mp *m = malloc(sizeof(*m));
     if (!m)
-        return 500;
+        return -ENOMEM;
     mp_init(&m->p, b, blen, MULTIPART_MAX_PARTS);
     m->pending = (struct view){.p = "", .len = 0};
     m->fd = -1;
-    m->status = 0;
+    m->err = 0;
     m->done = false;
     if (colibri_defer(req, mp_cleanup, m) < 0)
-        return 500; /* it ran already */
+        return -ENOMEM; /* it ran already */
     req->mp = m;
     return 0;
 }
 
-int colibri_req_multipart_next(struct colibri_request *req, struct colibri_part *part)
+/* colibri_req_multipart_next() with -errno for its failures. */
+static int multipart_next(struct colibri_request *req, struct colibri_part *part)
 {
     if (!(req->needs & COLIBRI_NEED_BODY_STREAM))
-        return 500;
+        return -EINVAL;
     int r;
     if (!req->mp && (r = start(req)))
         return r;
     struct http_mp *m = req->mp;
-    if (m->status)
-        return m->status;
+    if (m->err)
+        return m->err;
     if (m->done)
         return 0;
     if (m->fd >= 0) {
@@ -157,21 +158,22 @@ int colibri_req_multipart_next(struct colibri_request *req, struct colibri_part 
                 .fd = -1,
             };
             if (!ok)
-                return give_up(req, m, 500);
+                return give_up(req, m, -ENOMEM);
             in_part = true;
             break;
         case MP_DATA:
             size += ev.len;
             if (m->fd < 0 && mem->len + ev.len <= mem_max) {
                 if (strbuf_append(mem, ev.data, ev.len) < 0)
-                    return give_up(req, m, 500);
+                    return give_up(req, m, -ENOMEM);
                 break;
             }
             if (m->fd < 0) {
-                if ((m->fd = temp_file(req->cfg->temp_dir)) < 0) {
+                if ((m->fd = http_temp_file(req->cfg->temp_dir)) < 0) {
+                    int e = -errno;
                     LOG_LIMITED(LOG_ERROR, "temp_dir %s: cannot create a file: %s",
-                                req->cfg->temp_dir, strerror(errno));
-                    return give_up(req, m, 500);
+                                req->cfg->temp_dir, strerror(-e));
+                    return give_up(req, m, e);
                 }
                 if (write_full(m->fd, mem->buf, mem->len) < 0)
                     goto out_write;
@@ -182,7 +184,7 @@ int colibri_req_multipart_next(struct colibri_request *req, struct colibri_part 
             break;
         case MP_PART_END:
             if (!in_part)
-                return give_up(req, m, 400);
+                return give_up(req, m, -EBADMSG);
             part->size = size;
             if (m->fd >= 0) {
                 if (lseek(m->fd, 0, SEEK_SET) < 0)
@@ -204,14 +206,22 @@ int colibri_req_multipart_next(struct colibri_request *req, struct colibri_part 
         }
         case MP_ERROR:
         default:
-            return give_up(req, m, 400);
+            return give_up(req, m, -EBADMSG);
         case MP_MORE:
             break;
         }
     }
 
-out_write:
+out_write:;
+    int e = errno ? -errno : -EIO;
     LOG_LIMITED(LOG_ERROR, "temp_dir %s: cannot write an upload: %s", req->cfg->temp_dir,
-                strerror(errno));
-    return give_up(req, m, 500);
+                strerror(-e));
+    return give_up(req, m, e);
+}
+
+int colibri_req_multipart_next(struct colibri_request *req, struct colibri_part *part)
+{
+    /* 1 and 0 as they are; a failure as the status it answers with */
+    int r = multipart_next(req, part);
+    return r < 0 ? http_status_of(r) : r;
 }

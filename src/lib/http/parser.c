@@ -9,6 +9,7 @@
  */
 #include "http/parser.h"
 
+#include <errno.h>
 #include <string.h>
 
 #include "http/chars.h"
@@ -178,7 +179,7 @@ static inline __attribute__((always_inline)) int host_valid_x(__m128i x, const c
  * bytes from v, and the two after the value, are readable (the caller
  * checked 18). Returns the bytes from v past the CRLF, 0 when the line is
  * of another kind (the general path parses it again from its start), or
- * -400. It is the head's first field: there was no Host before. */
+ * -EBADMSG. It is the head's first field: there was no Host before. */
 static int host_line_fast(const char *v, struct http_head *head)
 {
     __m128i x = _mm_loadu_si128((const __m128i *)(const void *)v);
@@ -194,7 +195,7 @@ static int host_line_fast(const char *v, struct http_head *head)
         return 0;
     /* a bad value: the general path gives the same 400 */
     if (!ok)
-        return -400;
+        return -EBADMSG;
     if (!(head->flags & HTTP_F_ABSOLUTE))
         head->host = mkview(v, v + n);
     return (int)n + 2;
@@ -225,18 +226,18 @@ static COLD int content_length(const char *v, size_t n, int64_t *cl)
     while (cur) {
         struct view e = list_next(&cur, end);
         if (e.len == 0)
-            return -400;
+            return -EBADMSG;
         int64_t x = 0;
         for (size_t i = 0; i < e.len; i++) {
             if (!IS_DIGIT(e.p[i]))
-                return -400;
+                return -EBADMSG;
             int d = e.p[i] - '0';
             if (x > (INT64_MAX - d) / 10)
-                return -400;
+                return -EBADMSG;
             x = x * 10 + d;
         }
         if (*cl >= 0 && *cl != x)
-            return -400;
+            return -EBADMSG;
         *cl = x;
     }
     return 0;
@@ -254,13 +255,13 @@ static COLD int transfer_encoding(const char *v, size_t n, unsigned *st)
         const char *tok_end = scan_class(e.p, e.p + e.len, C_TCHAR);
         size_t tok_len = (size_t)(tok_end - e.p);
         if (tok_len == 0)
-            return -400;
+            return -EBADMSG;
         const char *q = tok_end;
         while (q < e.p + e.len && is_ows(*q))
             q++;
         bool params = q < e.p + e.len;
         if (params && *q != ';')
-            return -400;
+            return -EBADMSG;
         bool chunked = tok_len == 7 && case_eq(e.p, "chunked", 7);
         if ((*st & ST_TE_LAST_CHUNKED) || (chunked && params))
             *st |= ST_TE_BAD;
@@ -279,7 +280,7 @@ static int connection(const char *v, size_t n, uint16_t *flags)
         if (e.len == 0)
             continue;
         if (scan_class(e.p, e.p + e.len, C_TCHAR) != e.p + e.len)
-            return -400;
+            return -EBADMSG;
         if (e.len == 5 && case_eq(e.p, "close", 5))
             *flags |= HTTP_F_CONN_CLOSE;
         else if (e.len == 10 && case_eq(e.p, "keep-alive", 10))
@@ -311,7 +312,7 @@ static COLD int target_other_form(struct http_head *h, const char *t, size_t n,
 {
     if (n == 1 && t[0] == '*') {
         if (h->method != COLIBRI_OPTIONS)
-            return -400;
+            return -EBADMSG;
         h->path = mkview(t, t + 1);
         h->flags |= HTTP_F_ASTERISK;
         return 0;
@@ -322,13 +323,13 @@ static COLD int target_other_form(struct http_head *h, const char *t, size_t n,
     else if (n >= 8 && case_eq(t, "https://", 8))
         s = 8;
     else
-        return -400; /* authority-form, other schemes, relative references */
+        return -EBADMSG; /* authority-form, other schemes, relative references */
     const char *a = t + s, *a_end = a;
     while (a_end < path_end && *a_end != '/')
         a_end++;
     /* userinfo ('@') fails here too, as RFC 9110 4.2.4 asks */
     if (!host_valid(a, (size_t)(a_end - a), false))
-        return -400;
+        return -EBADMSG;
     h->host = mkview(a, a_end);
     h->flags |= HTTP_F_ABSOLUTE;
     /* An empty path is "/": point at the second slash of "//", so the
@@ -347,11 +348,11 @@ static COLD ssize_t after_empty_lines(const char *buf, size_t len, const struct 
     const char *p = buf, *const buf_end = buf + len;
     while (p < buf_end && (*p == '\r' || *p == '\n')) {
         if (*p == '\n')
-            return -400;
+            return -EBADMSG;
         if (buf_end - p < 2)
             return 0;
         if (p[1] != '\n')
-            return -400;
+            return -EBADMSG;
         p += 2;
     }
     if (p == buf_end)
@@ -367,11 +368,11 @@ static COLD int method_other(const char **pp, const char *end)
 {
     const char *m = *pp, *p = scan_class(m, end, C_TCHAR);
     if (p - m > METHOD_MAX_LEN)
-        return -501;
+        return -ENOSYS;
     if (p == end)
         return -2;
     if (*p != ' ' || p == m)
-        return -400;
+        return -EBADMSG;
     *pp = p;
     return method_lookup(m, (size_t)(p - m));
 }
@@ -386,31 +387,34 @@ static COLD int version_other(const char **pp, const char *end, struct http_head
         if (p == end)
             return 1;
         if (*p != proto[i])
-            return -400;
+            return -EBADMSG;
     }
     if (p == end)
         return 1;
+    /* DIGIT "." DIGIT CRLF, then the major: "HTTP/01.1" is no version
+     * at all (400), "HTTP/2.0" one we do not speak (505) */
     if (!IS_DIGIT(*p))
-        return -400;
-    if (*p != '1')
-        return -505; /* also the HTTP/2 preface, "PRI * HTTP/2.0" */
+        return -EBADMSG;
+    char major = *p;
     if (++p == end)
         return 1;
     if (*p != '.')
-        return -400;
+        return -EBADMSG;
     if (++p == end)
         return 1;
     if (!IS_DIGIT(*p))
-        return -400;
+        return -EBADMSG;
     head->version_minor = *p != '0';
     if (++p == end)
         return 1;
     if (*p != '\r')
-        return -400;
+        return -EBADMSG;
     if (++p == end)
         return 1;
     if (*p != '\n')
-        return -400;
+        return -EBADMSG;
+    if (major != '1')
+        return -EPROTONOSUPPORT; /* also the HTTP/2 preface, "PRI * HTTP/2.0" */
     *pp = p + 1;
     return 0;
 }
@@ -441,7 +445,7 @@ static inline int field_host(const char *val, const char *val_end, const char *e
     int fast = -1;
 #endif
     if (fast == 0 || (fast < 0 && !host_valid(val, vlen, true)))
-        return -400;
+        return -EBADMSG;
     if (!(head->flags & HTTP_F_ABSOLUTE))
         head->host = mkview(val, val_end);
     return 0;
@@ -453,18 +457,18 @@ static COLD int head_end_checks(struct http_head *head, unsigned st)
 {
     /* RFC 9112 3.2: exactly one Host in HTTP/1.1 (more than one failed before) */
     if (!(st & ST_HOST) && head->version_minor)
-        return -400;
+        return -EBADMSG;
     if (st & ST_TE) {
         /* RFC 9112 6.1 and 6.3: TE in 1.0 or next to Content-Length is a
          * framing a peer may read differently: refuse both. */
         if (!head->version_minor || head->content_length >= 0 || (st & ST_TE_BAD))
-            return -400;
+            return -EBADMSG;
         if (st & ST_TE_UNKNOWN)
-            return -501;
+            return -ENOSYS;
         head->flags |= HTTP_F_CHUNKED;
     }
     if (st & ST_EXPECT_BAD)
-        return -417;
+        return -EOPNOTSUPP;
     return 0;
 }
 
@@ -513,11 +517,11 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
     }
     size_t tlen = (size_t)(p - t);
     if (unlikely(tlen > lim->max_target))
-        return -414;
+        return -ENAMETOOLONG;
     if (unlikely(p == end))
         goto line_more;
     if (unlikely(*p != ' ' || tlen == 0))
-        return -400;
+        return -EBADMSG;
     const char *t_end = p++;
     head->target = mkview(t, t_end);
 
@@ -536,7 +540,7 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
     }
 
     if (unlikely(method < 0))
-        return -501;
+        return -ENOSYS;
     head->method = (enum colibri_method)method;
     head->host = mkview(t, t);
     const char *path_end = q ? q : t_end;
@@ -578,7 +582,7 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
             if (++p == end)
                 goto fields_more;
             if (*p != '\n')
-                return -400;
+                return -EBADMSG;
             p++;
             break;
         }
@@ -592,10 +596,10 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
             if (p == end)
                 goto fields_more;
             if (*p != ':')
-                return -400;
+                return -EBADMSG;
         }
         if (unlikely(p == name))
-            return -400;
+            return -EBADMSG;
         size_t name_len = (size_t)(p - name);
         /* the value with the OWS around it, then the OWS trimmed */
         const char *val = ++p;
@@ -603,12 +607,12 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
         if (unlikely(p == end))
             goto fields_more;
         if (unlikely(*p != '\r'))
-            return -400;
+            return -EBADMSG;
         const char *val_end = p;
         if (unlikely(++p == end))
             goto fields_more;
         if (unlikely(*p != '\n'))
-            return -400;
+            return -EBADMSG;
         p++;
         if (likely(*val == ' '))
             val++;
@@ -625,7 +629,7 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
         case 4:
             if (name_is(name, "host", 4)) {
                 if (st & ST_HOST)
-                    return -400; /* exactly one */
+                    return -EBADMSG; /* exactly one */
                 st |= ST_HOST;
                 if ((rc = field_host(val, val_end, end, head)) < 0)
                     return rc;
@@ -670,7 +674,7 @@ ssize_t http_parse_head(const char *buf, size_t len, const struct http_limits *l
     return p - buf;
 
 line_more:
-    return end < buf_end ? -414 : 0;
+    return end < buf_end ? -ENAMETOOLONG : 0;
 fields_more:
-    return end < buf_end ? -431 : 0;
+    return end < buf_end ? -EMSGSIZE : 0;
 }

@@ -15,10 +15,12 @@
  *   > 0   the head is complete; that many bytes (leading empty lines, request
  *         line, fields and the final CRLF) belong to it;
  *   0     incomplete: read more and call again with the whole buffer;
- *   < 0   minus the HTTP status to answer with before closing:
- *         -400 malformed, -414 target too long, -431 head too large,
- *         -501 unknown method or transfer coding, -505 HTTP version,
- *         -417 an expectation other than 100-continue.
+ *   < 0   -errno, to be answered before closing with the status that
+ *         http_status_of() (status.h) gives it: -EBADMSG malformed (400),
+ *         -ENAMETOOLONG target too long (414), -EMSGSIZE head too large
+ *         (431), -ENOSYS unknown method or transfer coding (501),
+ *         -EPROTONOSUPPORT HTTP version (505), -EOPNOTSUPP an expectation
+ *         other than 100-continue (417).
  */
 #pragma once
 

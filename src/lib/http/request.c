@@ -4,9 +4,15 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "base/log.h"
+#include "http/status.h"
 #include "rt/conn.h"
 
 /* --- paths ------------------------------------------------------------------ */
@@ -57,13 +63,13 @@ int http_decode_path_escaped(struct colibri_request *req)
     struct view raw = req->head->path;
     char *p = arena_alloc(&req->hc->arena, raw.len + 1);
     if (!p)
-        return 500;
+        return -ENOMEM;
     ssize_t n = http_percent_decode(p, raw.p, raw.len, false);
     if (n < 0 || n == 0 || p[0] != '/')
-        return 400;
+        return -EBADMSG;
     n = normalize_path(p, (size_t)n);
     if (n < 0)
-        return 400;
+        return -EBADMSG;
     req->path = (struct view){.p = p, .len = (size_t)n};
     return 0;
 }
@@ -107,20 +113,145 @@ static void send_continue(struct colibri_request *req)
     }
 }
 
+static void close_fd(void *fd)
+{
+    close((int)(intptr_t)fd);
+}
+
+/* Before a body read waits: 0 when it may, or -ETIMEDOUT (408) when the body is late
+ * (body_timeout since its first read) or too slow (under body_min_rate on
+ * average once body_rate_grace passed). A wait that would outlast the
+ * body's deadline waits only until then, not request_timeout. */
+static int body_pace(struct colibri_request *req)
+{
+    struct conn_ctx *ctx = req->ctx;
+    const struct http_config *cfg = req->cfg;
+    uint64_t now = conn_now_ms(ctx);
+    uint64_t t0 = req->hc->bs.t0_ms;
+    uint64_t deadline =
+        t0 + (uint64_t)(req->hc->bs.timeout_s ? req->hc->bs.timeout_s : cfg->body_timeout_s) * 1000;
+    bool slow = false;
+    if (cfg->body_min_rate) {
+        /* the time by which body_got bytes are due at the minimum rate */
+        uint64_t due = t0 + MAX((uint64_t)cfg->body_rate_grace_s * 1000,
+                                req->hc->bs.got * 1000 / cfg->body_min_rate);
+        if (due < deadline) {
+            deadline = due;
+            slow = true;
+        }
+    }
+    if (now < deadline) {
+        uint64_t left = deadline - now;
+        if (left >= (uint64_t)cfg->request_timeout_s * 1000)
+            return 0; /* the request timeout comes first: an ordinary read */
+        /* the socket's readiness, or the deadline, waited for on a dup()
+         * of it (the socket itself may join the worker's epoll meanwhile);
+         * a stop (-ECANCELED) or an fd that cannot be watched leaves it to
+         * the ordinary read */
+        unsigned mark = coro_defer_mark(ctx->coro);
+        int d = fcntl(ctx->fd, F_DUPFD_CLOEXEC, 0);
+        if (d < 0)
+            return 0;
+        /* closed by a defer: a hangup unwinds the wait, which never returns */
+        if (coro_defer(ctx->coro, close_fd, (void *)(intptr_t)d) < 0) {
+            close(d);
+            return 0;
+        }
+        int r = conn_wait_fd(ctx, d, CONN_WAIT_READ, (int)left);
+        coro_defer_run_to(ctx->coro, mark);
+        if (r != -ETIMEDOUT)
+            return 0;
+        now = conn_now_ms(ctx);
+    }
+    LOG_LIMITED(LOG_INFO, "408: request body %s: %llu bytes in %llu ms",
+                slow ? "under body_min_rate" : "not whole within body_timeout",
+                (unsigned long long)req->hc->bs.got, (unsigned long long)(now - t0));
+    req->hc->closing = req->hc->lingering = true;
+    return -ETIMEDOUT;
+}
+
+/* A spooled body's bytes gather in hc->reqbody up to this, then are
+ * written to its file in one call. */
+#define SPOOL_WRITE_AT (256 * 1024)
+
+static void body_file_close(void *arg)
+{
+    struct http_body_state *bs = arg;
+    if (bs->map)
+        munmap(bs->map, bs->file_len);
+    close(bs->fd);
+    bs->map = NULL;
+    bs->spooled = false;
+}
+
+/* Writes what hc->reqbody holds to the body's file: 0 or -errno. */
+static int spool_flush(struct colibri_request *req)
+{
+    struct strbuf *b = &req->hc->reqbody;
+    for (size_t off = 0; off < b->len;) {
+        ssize_t n = write(req->hc->bs.fd, b->buf + off, b->len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : -EIO;
+        off += (size_t)n;
+        req->hc->bs.file_len += (uint64_t)n;
+    }
+    strbuf_reset(b);
+    return 0;
+}
+
+/* The body outgrew body_memory_max: from now on it goes to an unnamed file
+ * in temp_dir, what was kept first. 0 or -errno. */
+static int spool_start(struct colibri_request *req)
+{
+    int fd = http_temp_file(req->cfg->temp_dir);
+    if (fd < 0)
+        return -errno;
+    if (coro_defer(req->ctx->coro, body_file_close, &req->hc->bs) < 0) {
+        close(fd);
+        return -ENOMEM;
+    }
+    req->hc->bs.fd = fd;
+    req->hc->bs.spooled = true;
+    int r = spool_flush(req);
+    /* the memory the body held goes back now, not after the request */
+    strbuf_free(&req->hc->reqbody);
+    return r;
+}
+
+/* Keeps a piece of the body: in memory, or in its file. 0 or -errno. */
+static int keep_piece(struct colibri_request *req, struct view piece)
+{
+    struct strbuf *b = &req->hc->reqbody;
+    int r;
+    if (!req->hc->bs.spooled && b->len + piece.len > req->cfg->body_memory_max &&
+        (r = spool_start(req)) < 0)
+        return r;
+    if (req->hc->bs.spooled && b->len + piece.len > SPOOL_WRITE_AT && (r = spool_flush(req)) < 0)
+        return r;
+    return strbuf_append(b, piece.p, piece.len);
+}
+
 int http_body_pump(struct colibri_request *req, bool keep)
 {
     /* the pieces http_body_next() hands out, kept or dropped */
+    int r;
     while (!req->body_done) {
         struct view piece;
-        int r = http_body_next(req, &piece);
-        if (r)
+        if ((r = http_body_next(req, &piece)))
             return r;
-        if (keep && piece.len && strbuf_append(&req->hc->reqbody, piece.p, piece.len) < 0) {
-            req->hc->closing = req->hc->lingering = true;
-            return 500;
-        }
+        if (keep && piece.len && (r = keep_piece(req, piece)) < 0)
+            goto out_fail;
     }
+    if (keep && req->hc->bs.spooled && (r = spool_flush(req)) < 0)
+        goto out_fail;
     return 0;
+out_fail:
+    LOG_LIMITED(LOG_WARN, "request body: cannot keep it: %s (temp_dir %s)", strerror(-r),
+                req->cfg->temp_dir);
+    req->hc->closing = req->hc->lingering = true;
+    return r;
 }
 
 int http_body_next(struct colibri_request *req, struct view *out)
@@ -135,7 +266,13 @@ int http_body_next(struct colibri_request *req, struct view *out)
     }
     if (req->body_kind == BODY_LENGTH && req->body_left > req->max_body)
         goto out_too_large;
+    if (req->expect_closing) { /* the body will be read: no need to close for it */
+        req->expect_closing = false;
+        hc->closing = false;
+    }
     send_continue(req);
+    if (!req->hc->bs.t0_ms)
+        req->hc->bs.t0_ms = conn_now_ms(ctx) | 1; /* never 0 */
     for (;;) {
         size_t avail = ctx->in_len - ctx->in_pos;
         char *p = ctx->in + ctx->in_pos;
@@ -146,15 +283,19 @@ int http_body_next(struct colibri_request *req, struct view *out)
             req->body_left -= got;
             req->body_done = !req->body_left;
         } else {
+            hc->chunked.limit = req->max_body; /* the route's, known only now */
             ssize_t used = http_chunked_decode(&hc->chunked, p, avail, &got);
-            if (used < 0)
-                goto out_bad;
+            if (used < 0) {
+                hc->closing = hc->lingering = true;
+                return (int)used; /* -EBADMSG, -EFBIG */
+            }
             ctx->in_pos += (size_t)used;
             req->body_left += got; /* what was read so far */
             if (req->body_left > req->max_body)
                 goto out_too_large;
             req->body_done = hc->chunked.done;
         }
+        req->hc->bs.got += got;
         if (got || req->body_done) {
             *out = (struct view){.p = p, .len = got};
             return 0;
@@ -164,6 +305,9 @@ int http_body_next(struct colibri_request *req, struct view *out)
         conn_compact(ctx);
         if (ctx->in_len == ctx->in_cap)
             goto out_bad;
+        int r = body_pace(req);
+        if (r)
+            return r;
         if (conn_read(ctx, false) == 0)
             goto out_bad;
         conn_progress(ctx);
@@ -171,13 +315,13 @@ int http_body_next(struct colibri_request *req, struct view *out)
 
 out_too_large:
     hc->closing = hc->lingering = true;
-    return 413;
+    return -EFBIG;
 out_bad:
     hc->closing = hc->lingering = true;
-    return 400;
+    return -EBADMSG;
 out_close:
     hc->closing = hc->lingering = true;
-    return 500;
+    return -ENOMEM;
 }
 
 void http_skip_body(struct colibri_request *req)
@@ -264,8 +408,9 @@ bool colibri_req_form(struct colibri_request *req, const char *name, struct coli
         !http_header_find(req->head->headers, "Content-Type", 12, &type) ||
         !http_media_type_is(type, form, sizeof(form) - 1))
         return false;
-    struct view body = {.p = req->hc->reqbody.buf, .len = req->hc->reqbody.len};
-    return body.len && urlencoded_field(req, body, name, value);
+    struct colibri_str body;
+    return !colibri_req_body(req, &body) && body.len &&
+           urlencoded_field(req, (struct view){.p = body.p, .len = body.len}, name, value);
 }
 
 bool colibri_req_header(const struct colibri_request *req, const char *name,
@@ -302,10 +447,30 @@ int colibri_req_body(struct colibri_request *req, struct colibri_str *body)
         return 500;
     int r = http_body_pump(req, true);
     if (r)
-        return r;
+        return http_status_of(r);
+    if (req->hc->bs.spooled) {
+        /* mapped, not read: a page costs memory once the handler reads it */
+        if (!req->hc->bs.map) {
+            void *map = mmap(NULL, req->hc->bs.file_len, PROT_READ, MAP_SHARED, req->hc->bs.fd, 0);
+            if (map == MAP_FAILED) {
+                LOG_LIMITED(LOG_WARN, "request body: mmap: %s", strerror(errno));
+                return 500;
+            }
+            req->hc->bs.map = map;
+        }
+        *body = (struct colibri_str){.p = req->hc->bs.map, .len = req->hc->bs.file_len};
+        return 0;
+    }
     *body = (struct colibri_str){.p = req->hc->reqbody.buf ? req->hc->reqbody.buf : "",
                                  .len = req->hc->reqbody.len};
     return 0;
+}
+
+int colibri_req_body_fd(struct colibri_request *req)
+{
+    if (!(req->needs & COLIBRI_NEED_BODY) || http_body_pump(req, true))
+        return -1;
+    return req->hc->bs.spooled ? req->hc->bs.fd : -1;
 }
 
 bool colibri_req_is_secure(const struct colibri_request *req)

@@ -12,6 +12,7 @@
 
 #include "base/arena.h"
 #include "base/strbuf.h"
+#include "http/access_log.h"
 #include "http/chunked.h"
 #include "http/fields.h"
 #include "http/http.h"
@@ -39,14 +40,43 @@ struct http_worker {
     time_t ok_head_time;
     const struct http_config *ok_head_cfg;
     struct tpl_scratch *scratch;
-    struct strbuf log;  /* access log lines not written yet */
-    uint32_t log_lines; /* how many */
-    time_t log_time;    /* the second log_date shows */
-    char log_date[40];  /* "22/Nov/2026:13:40:00 +0000" */
+    /* access log lines not written yet, and how many, by file slot
+     * (struct http_log_files); slots below log_hi may hold some */
+    struct http_log_buf {
+        struct strbuf b;
+        uint32_t lines;
+    } log[HTTP_LOG_FILES_MAX];
+    unsigned log_hi;
+    time_t log_time;   /* the second log_date shows */
+    char log_date[40]; /* "22/Nov/2026:13:40:00 +0000" */
     size_t log_date_len;
+    size_t ws_memory;          /* what this worker's WebSocket message buffers hold (ws.c) */
+    time_t log_iso_time; /* the second log_iso shows */
+    char log_iso[40];    /* "2026-11-22T13:40:00+00:00" */
+    size_t log_iso_len;
     struct conn_peer log_peer; /* the last client logged, and its address as text */
     char log_peer_str[48];
     size_t log_peer_len;
+};
+
+enum body_kind { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };
+
+/* How a request body is being read, in the connection's state rather than
+ * the request's, so a request without a body does not pay for zeroing it:
+ * reset when a request with a body begins. */
+struct http_body_state {
+    /* its pace: when its first read began (0: not yet), the bytes read
+     * since, and the route's body_timeout (0: the server's) */
+    uint64_t t0_ms, got;
+    uint32_t timeout_s;
+    /* a COLIBRI_NEED_BODY body above body_memory_max: the unnamed file it
+     * went to (fd, file_len bytes written; hc->reqbody then holds what
+     * waits to be written), and its mapping once colibri_req_body() asked;
+     * closed and unmapped by a defer */
+    bool spooled;
+    int fd;
+    uint64_t file_len;
+    void *map;
 };
 
 /* A connection's HTTP state (the runtime's per-connection slot); its
@@ -57,14 +87,13 @@ struct http_conn {
     struct strbuf reqbody;       /* the request body, once read */
     struct arena arena;          /* per-request scratch: decoded path, query values, pinned head */
     struct http_chunked chunked; /* the decoder of a chunked request body, reset per body */
+    struct http_body_state bs;   /* the request body's reading, reset per body */
     bool closing;                /* answer with Connection: close, then close */
     bool lingering;              /* close after draining the client's unread bytes */
     bool mid_request;            /* part of a request is buffered or being read (408 on timeout) */
     bool after_proxy_hdr;        /* a PROXY header came, its first request not yet: not idle */
     struct colibri_response *resp; /* the request handle() runs now (on its stack) */
 };
-
-enum body_kind { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };
 
 struct colibri_request {
     struct conn_ctx *ctx;
@@ -78,11 +107,18 @@ struct colibri_request {
     uint8_t body_kind;
     bool body_done;     /* the body has been read (and kept, or dropped) */
     bool continue_sent; /* "100 Continue" went out */
-    unsigned needs;     /* the handler's enum colibri_need */
-    struct view path;   /* decoded and normalised: the head's bytes, or the arena's */
+    /* Expect: 100-continue made the connection closing until the body is
+     * read (a handler that never reads it answers with Connection: close);
+     * cleared when reading starts (the closing lifted) or when a head
+     * announced the close (it stays) */
+    bool expect_closing;
+    unsigned needs;   /* the handler's enum colibri_need */
+    struct view path; /* decoded and normalised: the head's bytes, or the arena's */
     uint64_t body_left;
-    uint64_t max_body;  /* the route's limit, or the server's */
-    struct http_mp *mp; /* colibri_req_multipart_next()'s state, once called */
+    uint64_t max_body;          /* the route's limit, or the server's */
+    struct http_mp *mp;         /* colibri_req_multipart_next()'s state, once called */
+    const struct http_log *log; /* where its access log line goes (NULL: none) */
+    uint64_t t0_ns;             /* the worker's clock when it began (request_time_ms) */
 };
 
 struct colibri_response {
@@ -95,6 +131,7 @@ struct colibri_response {
     bool sent;           /* the response went out already (sendfile, static) */
     int final_status;    /* the status that went out (for the access log) */
     uint64_t body_bytes; /* body bytes sent (for the access log) */
+    bool interrupted;    /* the connection was cut before the answer was whole */
     /* header lines written before hc->hdrs without being copied there
      * first: for a caller whose lines outlive the writing of the head
      * (serve_files' precomputed ones, while it holds the cache entry) */
@@ -103,8 +140,8 @@ struct colibri_response {
 
 /* --- request.c --- */
 
-/* Decodes and normalises the target's path into req->path: 0, 400, or
- * 500 (out of memory). Inline, because every request needs it and most
+/* Decodes and normalises the target's path into req->path: 0, -EBADMSG,
+ * or -ENOMEM. Inline, because every request needs it and most
  * paths have nothing to decode: those are the head's own bytes (a view
  * that http_pin_head() moves with the head); the others go to
  * http_decode_path_escaped(), which decodes into the arena. */
@@ -123,17 +160,28 @@ static inline int http_decode_path(struct colibri_request *req)
  * calls it before ctx->in moves (a body read, WebSocket frames), or the
  * access log and the header lookups see the new bytes. Once per request. */
 int http_pin_head(struct colibri_request *req);
-/* Reads the rest of the body into hc->reqbody (keep) or drops it. 0, or
- * the status to give up with (the connection then closes). */
+/* Reads the rest of the body (keep) or drops it. A kept body is in
+ * hc->reqbody, or, beyond body_memory_max, in the unnamed file hc->bs.fd
+ * (hc->bs.spooled). 0, or -errno to give up with (the connection then
+ * closes; http_status_of() answers it). */
 int http_body_pump(struct colibri_request *req, bool keep);
 /* The next bytes of the body (de-chunked), read from the socket when none
  * are buffered: 0 with out->len > 0, 0 with out->len == 0 at its end, or
- * the status to give up with (the connection then closes). The bytes stay
- * valid until the next call. */
+ * -errno to give up with (the connection then closes): -EFBIG above
+ * max_body, -EBADMSG malformed or cut short, -ETIMEDOUT too slow
+ * (body_timeout, body_min_rate), -ENOMEM. The bytes stay valid until the
+ * next call. */
 int http_body_next(struct colibri_request *req, struct view *out);
 /* Consumes a body nobody read, so the next request is framed right; if
  * that is not possible, the connection closes. */
 void http_skip_body(struct colibri_request *req);
+
+/* --- multipart_req.c --- */
+
+/* An unnamed file in dir, readable by nobody else: O_TMPFILE, or where
+ * the file system has none, mkstemp and an unlink at once. The fd, or -1
+ * (errno). */
+int http_temp_file(const char *dir);
 
 /* --- proxy_step.c --- */
 
@@ -148,6 +196,11 @@ bool http_proxy_step(struct conn_ctx *ctx);
 
 /* The answer to a handler's return (body, or the error page), into ctx->out. */
 void http_write_response(struct colibri_request *req, struct colibri_response *resp, int status);
+/* The head of an answer of len body bytes that the caller sends itself
+ * after it, with the conn_* writes (serve_files' multi-range answers):
+ * into ctx->out, the response then counts as sent. false when there is no
+ * body to send (HEAD, len 0) or an answer went out already. */
+bool http_answer_head(struct colibri_response *resp, int status, const char *mime, uint64_t len);
 /* Starts a streamed answer (chunked, or close-delimited for HTTP/1.0). */
 void http_start_stream(struct colibri_response *resp);
 /* An error before or instead of a request: the answer, and the connection closes. */
@@ -155,5 +208,6 @@ void http_send_error(struct conn_ctx *ctx, int status);
 /* "Date: ...\r\n" for the worker's current second. */
 #define HTTP_DATE_HDR_LEN (6 + 29 + 2)
 const char *http_date_header(struct http_worker *hw, time_t now);
-/* The header "Allow: GET, HEAD\r\n" for methods (COLIBRI_M bits), into hdrs. */
-void http_allow_header(struct strbuf *hdrs, unsigned methods);
+/* The header "Allow: GET, HEAD\r\n" for methods (COLIBRI_M bits), into
+ * hdrs: 0, or -ENOMEM (hdrs unchanged). */
+int http_allow_header(struct strbuf *hdrs, unsigned methods);

@@ -264,9 +264,10 @@ static __attribute__((noinline)) void write_head_any(struct colibri_request *req
     } else if (resp && resp->chunked) {
         p = PUT_LIT(p, "Transfer-Encoding: chunked\r\n");
     }
-    if (hc->closing)
+    if (hc->closing) {
         p = PUT_LIT(p, "Connection: close\r\n");
-    else if (req->head && req->head->version_minor == 0)
+        req->expect_closing = false; /* announced: it stays closing */
+    } else if (req->head && req->head->version_minor == 0)
         p = PUT_LIT(p, "Connection: keep-alive\r\n");
     head_tail(out, p, resp->lines, &hc->hdrs, body);
 }
@@ -369,8 +370,10 @@ void http_send_error(struct conn_ctx *ctx, int status)
     strbuf_reset(&hc->body);
     strbuf_reset(&hc->hdrs);
     http_write_response(&req, &resp, status);
-    if (hw->cfg->access_log_fd >= 0)
+    if ((req.log = hw->cfg->access_log)) {
+        req.t0_ns = conn_worker_of(ctx)->mono_ns;
         http_access_log(&req, &resp);
+    }
 }
 
 void http_start_stream(struct colibri_response *resp)
@@ -385,19 +388,25 @@ void http_start_stream(struct colibri_response *resp)
     write_head(req, resp, resp->status ? resp->status : 200, -1, resp->mime, NO_BODY);
 }
 
-void http_allow_header(struct strbuf *h, unsigned methods)
+int http_allow_header(struct strbuf *h, unsigned methods)
 {
-    strbuf_append(h, "Allow: ", 7);
+    size_t was = h->len;
+    int r = strbuf_append(h, "Allow: ", 7);
     bool first = true;
-    for (unsigned m = 0; m < COLIBRI_METHOD_COUNT; m++) {
+    for (unsigned m = 0; m < COLIBRI_METHOD_COUNT && !r; m++) {
         if (!(methods & COLIBRI_M(m)))
             continue;
         if (!first)
-            strbuf_append(h, ", ", 2);
-        strbuf_append_str(h, colibri_method_name((enum colibri_method)m));
+            r = strbuf_append(h, ", ", 2);
+        if (!r)
+            r = strbuf_append_str(h, colibri_method_name((enum colibri_method)m));
         first = false;
     }
-    strbuf_append(h, "\r\n", 2);
+    if (!r)
+        r = strbuf_append(h, "\r\n", 2);
+    if (r)
+        h->len = was; /* no half line */
+    return r;
 }
 
 /* --- the public response API ----------------------------------------------------- */
@@ -463,20 +472,19 @@ int colibri_resp_send_chunk(struct colibri_response *resp, const void *p, size_t
         return 0;
     }
     resp->body_bytes += len;
-    if (!resp->chunked) {
-        strbuf_append(&ctx->out, p, len);
-        conn_flush(ctx);
-        return 0;
-    }
+    /* what waits in ctx->out (the head, the first time), the chunk's size
+     * line, its bytes and the CRLF leave in one writev from where they
+     * are: nothing is copied, so nothing can fail but the connection
+     * (which unwinds the handler) */
     char size[24];
-    int n = snprintf(size, sizeof(size), "%zx\r\n", len);
-    strbuf_append(&ctx->out, size, (size_t)n);
-    struct iovec iov[3] = {
+    int n = resp->chunked ? snprintf(size, sizeof(size), "%zx\r\n", len) : 0;
+    struct iovec iov[4] = {
         {.iov_base = ctx->out.buf, .iov_len = ctx->out.len},
+        {.iov_base = size, .iov_len = (size_t)n},
         {.iov_base = (void *)p, .iov_len = len},
-        {.iov_base = "\r\n", .iov_len = 2},
+        {.iov_base = "\r\n", .iov_len = resp->chunked ? 2 : 0},
     };
-    conn_writev(ctx, iov, 3);
+    conn_writev(ctx, iov, 4);
     strbuf_reset(&ctx->out);
     return 0;
 }
@@ -493,6 +501,13 @@ answer_head(struct colibri_response *resp, int status, const char *mime, size_t 
         return false;
     resp->body_bytes = len;
     return true;
+}
+
+bool http_answer_head(struct colibri_response *resp, int status, const char *mime, uint64_t len)
+{
+    if (resp->streaming || resp->sent)
+        return false;
+    return answer_head(resp, status, mime, (size_t)len);
 }
 
 int colibri_resp_sendfile(struct colibri_response *resp, int status, const char *mime, int fd,
@@ -513,8 +528,12 @@ int colibri_resp_sendfile(struct colibri_response *resp, int status, const char 
         ctx->out.buf[ctx->out.len] = '\0';
         return status;
     }
-    /* large: the header waits in the socket (MSG_MORE) for sendfile */
+    /* large: the header waits in the socket (MSG_MORE) for sendfile; the
+     * body counts from when the header went (an answer cut short is
+     * logged with the body bytes that went out) */
+    resp->body_bytes = 0;
     conn_write_more(ctx, ctx->out.buf, ctx->out.len);
+    resp->body_bytes = len;
     strbuf_reset(&ctx->out);
     conn_sendfile(ctx, fd, offset, len);
     return status;

@@ -17,27 +17,28 @@ static bool one_line(const char *s)
 /* "PREFIX" + one line of text per line of p (any of CRLF, LF, CR ends a
  * line); a text that ends with a line break gets an empty last line, so
  * the client rebuilds it exactly. */
-static void lines(struct strbuf *sb, const char *prefix, size_t plen, const char *p, size_t len)
+static int lines(struct strbuf *sb, const char *prefix, size_t plen, const char *p, size_t len)
 {
     size_t i = 0;
     for (;;) {
         size_t end = i;
         while (end < len && p[end] != '\n' && p[end] != '\r')
             end++;
-        strbuf_append(sb, prefix, plen);
-        strbuf_append(sb, p + i, end - i);
-        strbuf_append_char(sb, '\n');
+        if (strbuf_append(sb, prefix, plen) < 0 || strbuf_append(sb, p + i, end - i) < 0 ||
+            strbuf_append_char(sb, '\n') < 0)
+            return -ENOMEM;
         if (end == len)
-            return;
+            return 0;
         i = end + (p[end] == '\r' && end + 1 < len && p[end + 1] == '\n' ? 2 : 1);
     }
 }
 
 /* The event is built in the body buffer, which a stream has no other use
- * for, and sent as one chunk. */
-static int send_built(struct colibri_response *resp, struct strbuf *ev)
+ * for, and sent as one chunk; err: building it failed (-ENOMEM), so
+ * nothing is sent rather than an event with a line missing. */
+static int send_built(struct colibri_response *resp, struct strbuf *ev, int err)
 {
-    if (strbuf_append_char(ev, '\n') < 0)
+    if (err || strbuf_append_char(ev, '\n') < 0)
         return -ENOMEM;
     return colibri_resp_send_chunk(resp, ev->buf, ev->len);
 }
@@ -50,15 +51,16 @@ int colibri_resp_send_event_ex(struct colibri_response *resp, const struct colib
     if (!resp->streaming)
         resp->mime = "text/event-stream";
     strbuf_reset(ev);
+    int err = 0;
     if (e->event)
-        strbuf_printf(ev, "event: %s\n", e->event);
+        err |= strbuf_printf(ev, "event: %s\n", e->event);
     if (e->id)
-        strbuf_printf(ev, "id: %s\n", e->id);
+        err |= strbuf_printf(ev, "id: %s\n", e->id);
     if (e->retry_ms >= 0)
-        strbuf_printf(ev, "retry: %d\n", e->retry_ms);
+        err |= strbuf_printf(ev, "retry: %d\n", e->retry_ms);
     if (e->data || (!e->id && e->retry_ms < 0))
-        lines(ev, "data: ", 6, e->data ? e->data : "", e->data ? e->len : 0);
-    return send_built(resp, ev);
+        err |= lines(ev, "data: ", 6, e->data ? e->data : "", e->data ? e->len : 0);
+    return send_built(resp, ev, err);
 }
 
 int colibri_resp_send_event(struct colibri_response *resp, const char *event, const char *data,
@@ -74,8 +76,8 @@ int colibri_resp_send_comment(struct colibri_response *resp, const char *text)
     if (!resp->streaming)
         resp->mime = "text/event-stream";
     strbuf_reset(ev);
-    lines(ev, ":", 1, text ? text : "", text ? strlen(text) : 0);
-    return send_built(resp, ev);
+    int err = lines(ev, ":", 1, text ? text : "", text ? strlen(text) : 0);
+    return send_built(resp, ev, err);
 }
 
 bool colibri_req_last_event_id(const struct colibri_request *req, struct colibri_str *id)

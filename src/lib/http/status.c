@@ -1,6 +1,9 @@
 /* Status lines and error pages, prebuilt at compile time from the generated
  * table for every code from 100 to 599: sending one is a memcpy. */
 #include "http/status.h"
+
+#include <errno.h>
+
 #include "status_table.h"
 
 struct status_entry {
@@ -37,4 +40,30 @@ struct view http_status_reason(int status)
 struct view http_error_page(int status)
 {
     return lookup(status)->page;
+}
+
+int http_status_of(int err)
+{
+    switch (err) {
+    case -EBADMSG:
+        return 400;
+    case -ETIMEDOUT:
+        return 408;
+    case -EFBIG:
+        return 413;
+    case -ENAMETOOLONG:
+        return 414;
+    case -EMEDIUMTYPE:
+        return 415;
+    case -EOPNOTSUPP:
+        return 417;
+    case -EMSGSIZE:
+        return 431;
+    case -ENOSYS:
+        return 501;
+    case -EPROTONOSUPPORT:
+        return 505;
+    default:
+        return 500;
+    }
 }

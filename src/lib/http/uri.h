@@ -12,9 +12,16 @@
  * out needs room for 3 * len bytes. Returns the bytes written (no NUL). */
 size_t http_path_escape(char *out, const char *p, size_t len);
 
+/* Writes the raw query q (len bytes, as the client sent it) with every
+ * byte that RFC 3986 does not allow in a query (pchar, '/', '?')
+ * percent-encoded, '%' too unless it starts an escape ("%41" stays); out
+ * needs room for 3 * len bytes. Returns the bytes written (no NUL). */
+size_t http_query_escape(char *out, const char *q, size_t len);
+
 /* A Location for a redirect, malloc()ed and NUL-terminated: base as it is,
- * the decoded path escaped, a '/' when slash, and "?query" when the query
- * is not empty. NULL when out of memory. */
+ * the decoded path escaped, a '/' when slash, and "?query" (escaped by
+ * http_query_escape()) when the query is not empty. NULL when out of
+ * memory. */
 char *http_location(const char *base, size_t base_len, const char *path, size_t path_len,
                     bool slash, const char *query, size_t query_len);
 

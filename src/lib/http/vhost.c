@@ -24,12 +24,12 @@ struct view http_host_name(struct view host)
     return (struct view){.p = p, .len = (size_t)(e - p)};
 }
 
-const struct trie *http_vhost_find(const struct http_vhost *v, unsigned n, struct view host)
+const struct http_vhost *http_vhost_find(const struct http_vhost *v, unsigned n, struct view host)
 {
     struct view h = http_host_name(host);
     for (unsigned i = 0; i < n; i++)
         if (v[i].len == h.len && case_eq(h.p, v[i].name, h.len))
-            return v[i].routes;
+            return &v[i];
     return NULL;
 }
 

@@ -14,21 +14,23 @@
 #include "base/common.h"
 
 struct trie;
+struct http_log;
 
 /* A name of a named site, as the server hands them to the HTTP layer. */
 struct http_vhost {
     const char *name; /* canonical: lower case, no port, no trailing dot */
     size_t len;
     const struct trie *routes;
+    const struct http_log *log; /* its site's access log (NULL: none) */
 };
 
 /* The name part of a host the parser accepted: without ":port" and
  * without one trailing dot. Case is left alone; a view into host. */
 struct view http_host_name(struct view host);
 
-/* The routes of the site whose canonical name matches host (a raw
- * head->host: port and case are ignored), or NULL. */
-const struct trie *http_vhost_find(const struct http_vhost *v, unsigned n, struct view host);
+/* The site whose canonical name matches host (a raw head->host: port and
+ * case are ignored), or NULL. */
+const struct http_vhost *http_vhost_find(const struct http_vhost *v, unsigned n, struct view host);
 
 /* A site name from the config in canonical form (lower case, one trailing
  * dot dropped) into out, which holds cap bytes (NUL-terminated): its

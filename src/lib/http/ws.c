@@ -12,6 +12,7 @@
  * timeout. */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "base/base64.h"
@@ -31,6 +32,10 @@
 #define DEFLATE_MIN 32
 /* How long colibri_ws_close() waits for the peer's close frame. */
 #define CLOSE_WAIT_MS 1000
+/* A message buffer up to this size is kept from one message to the next
+ * and never refused for the worker's ws_memory_max; a larger one is freed
+ * when the next read begins (an idle WebSocket holds no large buffer). */
+#define MSG_KEEP (16 * 1024)
 
 static const char GUID[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
@@ -43,7 +48,7 @@ struct colibri_ws {
     struct ws_utf8 utf8;
     struct strbuf msg;    /* the message being read */
     struct ws_deflate *z; /* permessage-deflate, when negotiated */
-    struct strbuf zin;    /* a compressed message being read */
+    uint64_t zin_len;     /* the compressed bytes of the message being read */
     struct strbuf zout;   /* a message compressed for sending */
     uint8_t ctl[WS_CONTROL_MAX + 1];
     bool close_sent;
@@ -51,6 +56,11 @@ struct colibri_ws {
     unsigned close_code;     /* colibri_ws_close_code() */
     uint64_t close_by;       /* after close_sent: the deadline for the peer's close (ms) */
     struct colibri_sub *sub; /* colibri_ws_read_sub(): between messages, wait for it too */
+    struct http_worker *hw;  /* its ws_memory counts ws->msg's capacity */
+    size_t memory_max;       /* ws_memory_max, as the upgrade found it */
+    uint32_t idle_ms;        /* ws_idle_timeout (0: off), the same */
+    bool ping_sent;          /* idle: a ping went out, nothing came since */
+    uint64_t rx_at;          /* when the peer's last bytes came (or the ping left) */
 };
 
 /* --- the handshake ----------------------------------------------------------- */
@@ -76,11 +86,76 @@ static bool has_token(struct colibri_str v, const char *token)
     return false;
 }
 
+/* A message buffer above MSG_KEEP is mapped rather than malloc()ed, so
+ * that its pages go back to the system when it is freed: glibc keeps
+ * freed heap memory up to a trim threshold that grows with the largest
+ * block freed (tens of MiB per arena, whatever the bound says). */
+static bool msg_mapped(const struct strbuf *m)
+{
+    return m->cap > MSG_KEEP;
+}
+
+/* Frees the message buffer, uncounting it. */
+static void msg_free(struct colibri_ws *ws)
+{
+    struct strbuf *m = &ws->msg;
+    ws->hw->ws_memory -= m->cap;
+    if (msg_mapped(m))
+        munmap(m->buf, m->cap + 1);
+    else
+        free(m->buf);
+    *m = (struct strbuf){0};
+}
+
+/* Room for n more bytes in the message buffer m (ws->msg), counted in the
+ * worker's ws_memory: 0, -ENOMEM, or -1013 when the buffer would grow
+ * beyond MSG_KEEP while the worker's WebSockets hold ws_memory_max. It
+ * doubles, but never beyond what the largest message needs. */
+static int msg_reserve(struct strbuf *m, size_t n, void *arg)
+{
+    struct colibri_ws *ws = arg;
+    if (m->cap && m->cap - m->len >= n)
+        return 0;
+    size_t want = m->len + n;
+    if (want < m->len || want > SIZE_MAX / 4)
+        return -ENOMEM;
+    size_t cap = m->cap ? m->cap : 256;
+    while (cap < want)
+        cap *= 2;
+    if (cap > ws->max_message + 1)
+        cap = MAX(want, ws->max_message + 1);
+    if (cap > MSG_KEEP) /* whole pages, the NUL included */
+        cap = ((cap + 1 + 4095) & ~(size_t)4095) - 1;
+    size_t *used = &ws->hw->ws_memory;
+    if (cap > MSG_KEEP && *used - m->cap + cap > ws->memory_max)
+        return -WS_CLOSE_TRY_AGAIN;
+    char *p;
+    if (cap <= MSG_KEEP) {
+        if (!(p = realloc(m->buf, cap + 1)))
+            return -ENOMEM;
+        if (!m->buf)
+            p[0] = '\0';
+    } else if (msg_mapped(m)) {
+        if ((p = mremap(m->buf, m->cap + 1, cap + 1, MREMAP_MAYMOVE)) == MAP_FAILED)
+            return -ENOMEM;
+    } else {
+        p = mmap(NULL, cap + 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return -ENOMEM;
+        if (m->buf)
+            memcpy(p, m->buf, m->len + 1);
+        free(m->buf);
+    }
+    *used = *used - m->cap + cap;
+    m->buf = p;
+    m->cap = cap;
+    return 0;
+}
+
 static void ws_free(void *arg)
 {
     struct colibri_ws *ws = arg;
-    strbuf_free(&ws->msg);
-    strbuf_free(&ws->zin);
+    msg_free(ws);
     strbuf_free(&ws->zout);
     if (ws->z) {
         ws_deflate_free(ws->z);
@@ -131,9 +206,13 @@ int colibri_ws_upgrade(struct colibri_request *req, struct colibri_response *res
         colibri_resp_header(resp, "Sec-WebSocket-Version", "13");
         return 400;
     }
+    /* one key, of 16 bytes: two Key fields are no handshake */
     uint8_t raw[18];
-    if (!colibri_req_header(req, "Sec-WebSocket-Key", &key) || key.len != 24 ||
-        base64_decode(key.p, key.len, raw) != 16)
+    struct view kv;
+    if (!http_header_find_sole(req->head->headers, "Sec-WebSocket-Key", 17, &kv))
+        return 400;
+    key = (struct colibri_str){.p = kv.p, .len = kv.len};
+    if (key.len != 24 || base64_decode(key.p, key.len, raw) != 16)
         return 400;
 
     struct sha1 s;
@@ -151,6 +230,10 @@ int colibri_ws_upgrade(struct colibri_request *req, struct colibri_response *res
     ws->req = req;
     ws->ctx = req->ctx;
     ws->max_message = opt && opt->max_message ? opt->max_message : MAX_MESSAGE_DEFAULT;
+    ws->hw = req->hw;
+    ws->memory_max = req->cfg->ws_memory_max;
+    ws->idle_ms = req->cfg->ws_idle_timeout_ms;
+    ws->rx_at = worker_now_ms();
     /* the connection's own socket, through its transport (rt/wait.c) */
     ws->wait_fd = CONN_FD_SELF;
     if (colibri_defer(req, ws_free, ws) < 0)
@@ -164,6 +247,8 @@ int colibri_ws_upgrade(struct colibri_request *req, struct colibri_response *res
         if (!(ws->z = malloc(sizeof(*ws->z))))
             return 500;
         *ws->z = z;
+        ws->z->reserve = msg_reserve;
+        ws->z->reserve_arg = ws;
         ws->rx.deflate = true;
     }
     /* frames are read into the input buffer, under the head's views: the
@@ -258,6 +343,13 @@ static int fail(struct colibri_ws *ws, unsigned code)
     return end(ws, -EPIPE, code);
 }
 
+/* The peer sent something: it is alive. */
+static inline void heard(struct colibri_ws *ws)
+{
+    ws->rx_at = worker_now_ms();
+    ws->ping_sent = false;
+}
+
 /* More input into ctx->in. idle: nothing of a frame has come yet, so the
  * wait has no time limit (after close_sent: the close deadline). 0, or
  * -ECONNRESET (end of stream), -ECANCELED (stopping), -ETIMEDOUT; idle
@@ -271,7 +363,10 @@ static int more(struct colibri_ws *ws, bool idle)
         conn_compact(ctx);
     if (!idle && !ws->close_sent) {
         ssize_t n = conn_read(ctx, false);
-        return n > 0 ? 0 : -ECONNRESET;
+        if (n <= 0)
+            return -ECONNRESET;
+        heard(ws);
+        return 0;
     }
     /* the socket is edge-triggered: a read that left room drained it, so
      * a new read would only say EAGAIN (the wait below is level-triggered
@@ -280,23 +375,38 @@ static int more(struct colibri_ws *ws, bool idle)
     for (;;) {
         if (try_read) {
             ssize_t n = conn_read(ctx, true);
-            if (n > 0)
+            if (n > 0) {
+                heard(ws);
                 return 0;
+            }
             if (n == 0)
                 return -ECONNRESET;
         }
         try_read = true;
-        conn_flush(ctx);
         int timeout = -1;
         if (ws->close_sent) {
             uint64_t now = worker_now_ms();
             if (now >= ws->close_by)
                 return -ETIMEDOUT;
             timeout = (int)(ws->close_by - now);
+        } else if (ws->idle_ms) {
+            /* silent for idle_ms: a ping; silent as long again: gone */
+            uint64_t now = worker_now_ms();
+            if (now >= ws->rx_at + ws->idle_ms) {
+                if (ws->ping_sent)
+                    return -ETIMEDOUT;
+                send_frame(ws, WS_OP_PING, 0, NULL, 0);
+                ws->ping_sent = true;
+                ws->rx_at = now;
+            }
+            timeout = (int)(ws->rx_at + ws->idle_ms - now);
         }
+        conn_flush(ctx);
         int r = ws->sub && !ws->close_sent
                     ? ps_wait_fd(ws->sub, ws->wait_fd, CONN_WAIT_READ, timeout)
                     : conn_wait_fd(ctx, ws->wait_fd, CONN_WAIT_READ, timeout);
+        if (r == -ETIMEDOUT && !ws->close_sent)
+            continue; /* the idle timeout: the ping, or the end, above */
         if (r < 0)
             return r;
         if (r & CONN_WOKEN)
@@ -307,7 +417,8 @@ static int more(struct colibri_ws *ws, bool idle)
 /* The input ended or the wait was cut short. */
 static int io_end(struct colibri_ws *ws, int r)
 {
-    if (r == -ECANCELED && !ws->close_sent) {
+    /* stopping, or silent through the idle timeout and a ping */
+    if ((r == -ECANCELED || r == -ETIMEDOUT) && !ws->close_sent) {
         send_close(ws, WS_CLOSE_GOING_AWAY, NULL, 0);
         return end(ws, r, WS_CLOSE_GOING_AWAY);
     }
@@ -316,11 +427,12 @@ static int io_end(struct colibri_ws *ws, int r)
     return end(ws, -ECONNRESET, WS_CLOSE_ABNORMAL);
 }
 
-/* len payload bytes, unmasked, appended to dst (len already checked). */
-static int read_payload(struct colibri_ws *ws, const struct ws_frame *f, struct strbuf *dst)
+/* A control frame's payload, unmasked, into ws->ctl (its length is at
+ * most WS_CONTROL_MAX, checked by the parser). */
+static int read_control(struct colibri_ws *ws, const struct ws_frame *f)
 {
     struct conn_ctx *ctx = ws->ctx;
-    uint64_t got = 0;
+    size_t got = 0;
     while (got < f->len) {
         size_t avail = ctx->in_len - ctx->in_pos;
         if (!avail) {
@@ -329,12 +441,57 @@ static int read_payload(struct colibri_ws *ws, const struct ws_frame *f, struct 
                 return r;
             continue;
         }
-        size_t n = (size_t)MIN((uint64_t)avail, f->len - got);
-        if (strbuf_append(dst, ctx->in + ctx->in_pos, n) < 0)
-            return -ENOMEM;
-        ws_unmask((uint8_t *)dst->buf + dst->len - n, n, f->mask, got);
+        size_t n = MIN(avail, (size_t)f->len - got);
+        memcpy(ws->ctl + got, ctx->in + ctx->in_pos, n);
+        ws_unmask(ws->ctl + got, n, f->mask, got);
         ctx->in_pos += n;
         got += n;
+    }
+    return 0;
+}
+
+/* A data frame's payload, taken as it arrives: unmasked, inflated when the
+ * message is compressed, appended to ws->msg; a text message's new bytes
+ * are checked at once, so that bad UTF-8 fails the frame at its first bad
+ * byte rather than at its last (RFC 6455 §8.1). While closing, payloads
+ * are only counted and dropped. 0, or the end of the WebSocket. */
+static int read_data(struct colibri_ws *ws, const struct ws_frame *f)
+{
+    struct conn_ctx *ctx = ws->ctx;
+    struct strbuf *msg = &ws->msg;
+    bool keep = !ws->close_sent, text = keep && ws->rx.opcode == WS_OP_TEXT;
+    bool inflate = keep && ws->rx.compressed;
+    uint64_t got = 0;
+    while (got < f->len) {
+        size_t avail = ctx->in_len - ctx->in_pos;
+        if (!avail) {
+            int r = more(ws, false);
+            if (r)
+                return io_end(ws, r);
+            continue;
+        }
+        size_t n = (size_t)MIN((uint64_t)avail, f->len - got);
+        uint8_t *p = (uint8_t *)ctx->in + ctx->in_pos;
+        size_t before = msg->len;
+        if (inflate) {
+            /* unmasked in place: the input buffer is done with these bytes */
+            ws_unmask(p, n, f->mask, got);
+            int r = ws_deflate_inflate_piece(ws->z, p, n, ws->max_message, msg);
+            if (r < 0)
+                return fail(ws, r == -ENOMEM ? WS_CLOSE_INTERNAL : (unsigned)-r);
+        } else if (keep) {
+            int r = msg_reserve(msg, n, ws);
+            if (r < 0)
+                return fail(ws, r == -ENOMEM ? WS_CLOSE_INTERNAL : (unsigned)-r);
+            memcpy(msg->buf + before, p, n);
+            msg->len += n;
+            msg->buf[msg->len] = '\0';
+            ws_unmask((uint8_t *)msg->buf + before, n, f->mask, got);
+        }
+        ctx->in_pos += n;
+        got += n;
+        if (text && !ws_utf8_feed(&ws->utf8, (const uint8_t *)msg->buf + before, msg->len - before))
+            return fail(ws, WS_CLOSE_BAD_DATA);
     }
     return 0;
 }
@@ -366,8 +523,10 @@ int colibri_ws_read(struct colibri_ws *ws, struct colibri_ws_msg *msg)
     struct conn_ctx *ctx = ws->ctx;
     if (ws->done)
         return ws->done;
+    if (ws->msg.cap > MSG_KEEP)
+        msg_free(ws); /* the last message was large: not kept while idle */
     strbuf_reset(&ws->msg);
-    strbuf_reset(&ws->zin);
+    ws->zin_len = 0;
     ws->utf8 = (struct ws_utf8){0};
     for (;;) {
         struct ws_frame f;
@@ -388,42 +547,38 @@ int colibri_ws_read(struct colibri_ws *ws, struct colibri_ws_msg *msg)
         ctx->in_pos += (size_t)h;
 
         if (f.opcode & 0x8) {
-            struct strbuf ctl = {.buf = (char *)ws->ctl, .cap = sizeof(ws->ctl) - 1};
-            if ((r = read_payload(ws, &f, &ctl)) < 0)
-                return r == -ENOMEM ? fail(ws, WS_CLOSE_INTERNAL) : io_end(ws, r);
+            if ((r = read_control(ws, &f)) < 0)
+                return io_end(ws, r);
             if ((r = control(ws, &f)) < 0)
                 return r;
             continue;
         }
-        /* a compressed message collects in zin, its compressed size
-         * under the limit too */
-        struct strbuf *dst = ws->rx.compressed ? &ws->zin : &ws->msg;
-        if (f.len > ws->max_message - dst->len)
+        /* a compressed message is held to the limit by its compressed
+         * size too (the inflated one is checked as it grows) */
+        uint64_t sofar = ws->rx.compressed ? ws->zin_len : ws->msg.len;
+        if (f.len > ws->max_message - sofar)
             return fail(ws, WS_CLOSE_TOO_BIG);
-        size_t before = dst->len;
-        if ((r = read_payload(ws, &f, dst)) < 0)
-            return r == -ENOMEM ? fail(ws, WS_CLOSE_INTERNAL) : io_end(ws, r);
+        if (ws->rx.compressed)
+            ws->zin_len += f.len;
+        if ((r = read_data(ws, &f)) < 0)
+            return r;
         conn_progress(ctx);   /* a frame came whole: the next gets its own timeout */
         if (ws->close_sent) { /* closing: messages are dropped */
             if (f.fin)
-                strbuf_reset(dst);
+                strbuf_reset(&ws->msg);
             continue;
         }
-        if (ws->rx.compressed) {
-            if (!f.fin)
-                continue;
-            if ((r = ws_deflate_inflate(ws->z, ws->zin.buf ? ws->zin.buf : "", ws->zin.len,
-                                        ws->max_message, &ws->msg)) < 0)
-                return fail(ws, r == -ENOMEM ? WS_CLOSE_INTERNAL : (unsigned)-r);
-            if (ws->zin.cap > SEND_FLUSH_AT)
-                strbuf_free(&ws->zin);
-            before = 0;
-        }
-        if (ws->rx.opcode == WS_OP_TEXT &&
-            !ws_utf8_feed(&ws->utf8, (const uint8_t *)ws->msg.buf + before, ws->msg.len - before))
-            return fail(ws, WS_CLOSE_BAD_DATA);
         if (!f.fin)
             continue;
+        if (ws->rx.compressed) {
+            size_t before = ws->msg.len;
+            if ((r = ws_deflate_inflate_end(ws->z, ws->max_message, &ws->msg)) < 0)
+                return fail(ws, r == -ENOMEM ? WS_CLOSE_INTERNAL : (unsigned)-r);
+            if (ws->rx.opcode == WS_OP_TEXT &&
+                !ws_utf8_feed(&ws->utf8, (const uint8_t *)ws->msg.buf + before,
+                              ws->msg.len - before))
+                return fail(ws, WS_CLOSE_BAD_DATA);
+        }
         if (ws->rx.opcode == WS_OP_TEXT && !ws_utf8_complete(&ws->utf8))
             return fail(ws, WS_CLOSE_BAD_DATA);
         msg->type = ws->rx.opcode == WS_OP_TEXT ? COLIBRI_WS_TEXT : COLIBRI_WS_BINARY;

@@ -7,6 +7,8 @@
 #include <strings.h>
 
 #include "base/common.h"
+#include "http/chars.h"
+#include "http/fields.h"
 #include "http/ws_frame.h"
 
 /* Output is made in steps of this much. */
@@ -21,20 +23,21 @@ static struct view trim(const char *p, size_t len)
     return (struct view){p, len};
 }
 
-static bool is(struct view v, const char *s)
+static bool named(struct view v, const char *s)
 {
     return v.len == strlen(s) && !strncasecmp(v.p, s, v.len);
 }
 
-/* A window size parameter's value: 8..15, perhaps quoted; -1 if bad. */
+/* A window size parameter's value (token or quoted-string): 8..15; -1
+ * if bad. */
 static int bits(struct view v)
 {
-    if (v.len >= 2 && v.p[0] == '"' && v.p[v.len - 1] == '"')
-        v = (struct view){v.p + 1, v.len - 2};
-    if (v.len == 1 && v.p[0] >= '8' && v.p[0] <= '9')
-        return v.p[0] - '0';
-    if (v.len == 2 && v.p[0] == '1' && v.p[1] >= '0' && v.p[1] <= '5')
-        return 10 + v.p[1] - '0';
+    char b[4];
+    ssize_t n = http_param_value(v, b, sizeof(b));
+    if (n == 1 && b[0] >= '8' && b[0] <= '9')
+        return b[0] - '0';
+    if (n == 2 && b[0] == '1' && b[1] >= '0' && b[1] <= '5')
+        return 10 + b[1] - '0';
     return -1;
 }
 
@@ -42,35 +45,37 @@ static int bits(struct view v)
 static bool offer(struct view o, struct ws_deflate *d, char *resp)
 {
     const char *end = o.p + o.len, *p = o.p;
-    const char *semi = memchr(p, ';', o.len);
-    if (!is(trim(p, (size_t)((semi ? semi : end) - p)), "permessage-deflate"))
+    while (p < end && is(*p, C_TCHAR))
+        p++;
+    if (!named(mkview(o.p, p), "permessage-deflate"))
         return false;
     bool seen_snc = false, seen_cnc = false, seen_smw = false, seen_cmw = false;
     struct ws_deflate t = {.server_bits = 15};
-    while (semi) {
-        p = semi + 1;
-        semi = memchr(p, ';', (size_t)(end - p));
-        struct view param = trim(p, (size_t)((semi ? semi : end) - p));
-        const char *eq = memchr(param.p, '=', param.len);
-        struct view name = trim(param.p, eq ? (size_t)(eq - param.p) : param.len);
-        struct view value =
-            eq ? trim(eq + 1, (size_t)(param.p + param.len - eq - 1)) : (struct view){NULL, 0};
-        if (is(name, "server_no_context_takeover") && !eq && !seen_snc) {
+    struct http_param prm;
+    int r;
+    /* parameters as RFC 6455 §9.1 writes them: a value is optional, and
+     * may be quoted, with whitespace around '=' */
+    while ((r = http_param_next(&p, end, HTTP_PARAM_BARE | HTTP_PARAM_BWS, &prm)) > 0) {
+        struct view name = prm.name;
+        bool eq = prm.has_value;
+        if (named(name, "server_no_context_takeover") && !eq && !seen_snc) {
             seen_snc = t.server_no_context_takeover = true;
-        } else if (is(name, "client_no_context_takeover") && !eq && !seen_cnc) {
+        } else if (named(name, "client_no_context_takeover") && !eq && !seen_cnc) {
             seen_cnc = t.client_no_context_takeover = true;
-        } else if (is(name, "server_max_window_bits") && eq && !seen_smw) {
+        } else if (named(name, "server_max_window_bits") && eq && !seen_smw) {
             seen_smw = true;
-            if ((t.server_bits = bits(value)) < 9)
+            if ((t.server_bits = bits(prm.value)) < 9)
                 return false; /* bad, or 8: raw deflate cannot do 256 bytes */
-        } else if (is(name, "client_max_window_bits") && !seen_cmw) {
+        } else if (named(name, "client_max_window_bits") && !seen_cmw) {
             seen_cmw = true; /* our inflater takes any window: nothing to answer */
-            if (eq && bits(value) < 0)
+            if (eq && bits(prm.value) < 0)
                 return false;
         } else {
             return false;
         }
     }
+    if (r < 0)
+        return false;
     *d = t;
     int n = snprintf(resp, WS_DEFLATE_RESPONSE_MAX, "permessage-deflate%s%s",
                      t.server_no_context_takeover ? "; server_no_context_takeover" : "",
@@ -138,8 +143,9 @@ static int inflate_some(struct ws_deflate *d, const void *p, size_t n, size_t ma
     for (;;) {
         size_t room = max - out->len + 1; /* one more byte tells "too big" */
         size_t step = MIN((size_t)ZSTEP, room);
-        if (strbuf_reserve(out, step) < 0)
-            return -ENOMEM;
+        int g = d->reserve ? d->reserve(out, step, d->reserve_arg) : strbuf_reserve(out, step);
+        if (g < 0)
+            return g;
         d->inf.next_out = (Bytef *)out->buf + out->len;
         d->inf.avail_out = (uInt)step;
         int r = inflate(&d->inf, Z_SYNC_FLUSH);
@@ -166,8 +172,8 @@ static int inflate_some(struct ws_deflate *d, const void *p, size_t n, size_t ma
     }
 }
 
-int ws_deflate_inflate(struct ws_deflate *d, const void *p, size_t len, size_t max,
-                       struct strbuf *out)
+int ws_deflate_inflate_piece(struct ws_deflate *d, const void *p, size_t len, size_t max,
+                             struct strbuf *out)
 {
     if (!d->inf_ready) {
         if (inflateInit2(&d->inf, -15) != Z_OK)
@@ -176,12 +182,27 @@ int ws_deflate_inflate(struct ws_deflate *d, const void *p, size_t len, size_t m
     }
     if (len > UINT32_MAX)
         return -WS_CLOSE_TOO_BIG;
-    int r = inflate_some(d, p, len, max, out);
-    if (!r)
-        r = inflate_some(d, "\0\0\xff\xff", 4, max, out);
-    if (r || d->client_no_context_takeover)
+    if (out->len > max)
+        return -WS_CLOSE_TOO_BIG;
+    int r = len ? inflate_some(d, p, len, max, out) : 0;
+    if (r)
         inflateReset(&d->inf);
     return r;
+}
+
+int ws_deflate_inflate_end(struct ws_deflate *d, size_t max, struct strbuf *out)
+{
+    int r = ws_deflate_inflate_piece(d, "\0\0\xff\xff", 4, max, out);
+    if (!r && d->client_no_context_takeover)
+        inflateReset(&d->inf);
+    return r;
+}
+
+int ws_deflate_inflate(struct ws_deflate *d, const void *p, size_t len, size_t max,
+                       struct strbuf *out)
+{
+    int r = ws_deflate_inflate_piece(d, p, len, max, out);
+    return r ? r : ws_deflate_inflate_end(d, max, out);
 }
 
 void ws_deflate_free(struct ws_deflate *d)

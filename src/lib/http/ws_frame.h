@@ -33,6 +33,7 @@ enum ws_opcode {
 #define WS_CLOSE_BAD_DATA   1007
 #define WS_CLOSE_TOO_BIG    1009
 #define WS_CLOSE_INTERNAL   1011
+#define WS_CLOSE_TRY_AGAIN  1013 /* sent only: the worker's ws_memory_max is used up */
 
 /* The longest frame header: 2 + 8 (64-bit length) + 4 (mask). */
 #define WS_FRAME_HDR_MAX 14

@@ -44,7 +44,8 @@ static int sse_ticks(struct colibri_request *req, struct colibri_response *resp,
         return 400;
     }
     colibri_resp_set_type(resp, "text/event-stream");
-    colibri_resp_header(resp, "Cache-Control", "no-cache");
+    if (colibri_resp_header(resp, "Cache-Control", "no-cache") < 0)
+        return 500;
     if (colibri_req_method(req) == COLIBRI_HEAD || !count) {
         colibri_resp_send_chunk(resp, "", 0); /* the head alone */
         return 200;

@@ -43,15 +43,27 @@ void conn_wait_io(struct conn_ctx *ctx, int what)
     wait_for(ctx, what);
 }
 
-/* After a failed call: wait for readiness on EAGAIN (in the direction the
- * transport needs: TLS may have to read to write), retry at once on EINTR,
- * give up on the connection for anything else. */
-static void retry_or_abort(struct conn_ctx *ctx, int wait)
+/* After a failed call with left bytes to go: wait for readiness on EAGAIN
+ * (in the direction the transport needs: TLS may have to read to write),
+ * retry at once on EINTR, give up on the connection for anything else
+ * (ctx->unsent says what did not go out meanwhile). */
+static void retry_or_abort(struct conn_ctx *ctx, int wait, size_t left)
 {
-    if (errno == EAGAIN)
-        wait_for(ctx, ctx->tls ? ctx->tls_want : wait);
-    else if (errno != EINTR)
+    if (errno == EINTR)
+        return;
+    ctx->unsent = left;
+    if (errno != EAGAIN)
         coro_abort(ctx->coro);
+    wait_for(ctx, ctx->tls ? ctx->tls_want : wait);
+    ctx->unsent = 0;
+}
+
+static size_t iov_total(const struct iovec *iov, int iovcnt)
+{
+    size_t n = 0;
+    for (int i = 0; i < iovcnt; i++)
+        n += iov[i].iov_len;
+    return n;
 }
 
 /* Answers to earlier pipelined requests must not wait for (or die with) a
@@ -168,7 +180,7 @@ void conn_writev(struct conn_ctx *ctx, struct iovec *iov, int iovcnt)
         ssize_t n =
             likely(!ctx->tls) ? sys_writev(ctx->fd, iov, iovcnt) : tls_writev(ctx, iov, iovcnt);
         if (n < 0)
-            retry_or_abort(ctx, CONN_WAIT_WRITE);
+            retry_or_abort(ctx, CONN_WAIT_WRITE, iov_total(iov, iovcnt));
         else
             iovcnt = iov_skip(&iov, iovcnt, (size_t)n);
     }
@@ -177,7 +189,7 @@ void conn_writev(struct conn_ctx *ctx, struct iovec *iov, int iovcnt)
 void conn_writev_rest(struct conn_ctx *ctx, struct iovec *iov, int iovcnt, ssize_t n)
 {
     if (n < 0)
-        retry_or_abort(ctx, CONN_WAIT_WRITE);
+        retry_or_abort(ctx, CONN_WAIT_WRITE, iov_total(iov, iovcnt));
     else
         iovcnt = iov_skip(&iov, iovcnt, (size_t)n);
     conn_writev(ctx, iov, iovcnt);
@@ -199,7 +211,7 @@ void conn_write_more(struct conn_ctx *ctx, const void *p, size_t len)
     while (len > 0) {
         ssize_t n = sys_send_more(ctx->fd, c, len);
         if (n < 0) {
-            retry_or_abort(ctx, CONN_WAIT_WRITE);
+            retry_or_abort(ctx, CONN_WAIT_WRITE, len);
             continue;
         }
         c += n;
@@ -224,11 +236,13 @@ void conn_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len)
     while (len > 0) {
         ssize_t n = sendfile(ctx->fd, file_fd, &offset, len);
         if (n < 0) {
-            retry_or_abort(ctx, CONN_WAIT_WRITE);
+            retry_or_abort(ctx, CONN_WAIT_WRITE, len);
             continue;
         }
-        if (n == 0)
-            coro_abort(ctx->coro); /* the file shrank under us */
+        if (n == 0) { /* the file shrank under us */
+            ctx->unsent = len;
+            coro_abort(ctx->coro);
+        }
         len -= (size_t)n;
     }
 }

@@ -77,6 +77,13 @@ enum conn_verdict {
                     the close does not reset the connection under the answer */
 };
 
+/* Why the runtime closes a connection (conn_proto.abandon). */
+enum conn_cut {
+    CONN_CUT_PEER,    /* the peer hung up, or a read or write failed */
+    CONN_CUT_TIMEOUT, /* the request (or keep-alive) timeout ran out */
+    CONN_CUT_STOP,    /* a stop's shutdown_timeout ran out */
+};
+
 /* The protocol spoken on a connection. Every hook runs on the worker thread
  * that owns the connection; run() runs inside its coroutine and may use the
  * I/O wrappers below, the others must not block. */
@@ -89,10 +96,15 @@ struct conn_proto {
     /* Whether a connection waiting for input is between requests, so a
      * graceful stop may close it at once. */
     bool (*between_requests)(const struct conn_ctx *ctx);
-    /* The peer hung up while run() waited in conn_sleep()/conn_wait_fd():
-     * last words (an access log line) before its coroutine is unwound, with
-     * run()'s stack still intact. Optional. */
-    void (*abandon)(struct conn_ctx *ctx);
+    /* The runtime closes the connection while run() is under way: the
+     * peer hung up (in a wait, or a read or write failed and the coroutine
+     * was aborted), its request timeout or a stop's deadline ran out. Last
+     * words (an access log line) before its coroutine is unwound, with
+     * run()'s stack still intact (an aborted coroutine's defers have run);
+     * ctx->unsent says what of the write under way did not go out. Also
+     * called for a context that finished or parked: the protocol knows
+     * whether it was in the middle of something. Optional. */
+    void (*abandon)(struct conn_ctx *ctx, enum conn_cut why);
     /* The context goes back to the pool (recycle) or is freed (destroy):
      * release or shrink what the state holds. Optional. */
     void (*recycle)(struct conn_ctx *ctx);
@@ -167,6 +179,9 @@ struct conn_ctx {
     bool wait_fd_dup;
     uint8_t wait_events; /* CONN_WAIT_READ | CONN_WAIT_WRITE asked for */
     int wait_result;
+    /* the bytes of the write under way that had not gone out when it
+     * last waited or failed (0 once it completed): for abandon() */
+    size_t unsent;
     alignas(16) unsigned char state[]; /* the protocol's, state_size bytes */
 };
 

@@ -188,7 +188,9 @@ static void void_later_events(struct worker *w, int fd)
     }
 }
 
-static void conn_close(struct worker *w, int fd)
+/* Closes the connection at fd; one with a context is told to the
+ * protocol first (why: for its last words). */
+static void conn_cut(struct worker *w, int fd, enum conn_cut why)
 {
     struct conn *c = &w->view.conns[fd];
     tq_remove(&w->idle_q, (uint32_t)fd);
@@ -196,11 +198,10 @@ static void conn_close(struct worker *w, int fd)
     if (c->ctx) {
         struct conn_ctx *ctx = c->ctx;
         c->ctx = NULL;
-        if (ctx->waiting >= CONN_WAIT_TIMER) {
-            if (w->cfg->proto->abandon)
-                w->cfg->proto->abandon(ctx);
+        if (w->cfg->proto->abandon)
+            w->cfg->proto->abandon(ctx, why);
+        if (ctx->waiting >= CONN_WAIT_TIMER)
             wait_cleanup(w, ctx);
-        }
         /* runs the defers of a coroutine that was suspended mid-request */
         coro_reset(ctx->coro, conn_coro_main, ctx);
         ctx_put(w, ctx);
@@ -214,6 +215,11 @@ static void conn_close(struct worker *w, int fd)
     tsan_release(FD_SYNC(fd));
     close(fd);
     w->n_conns--;
+}
+
+static void conn_close(struct worker *w, int fd)
+{
+    conn_cut(w, fd, CONN_CUT_PEER);
 }
 
 static int epoll_add(struct worker *w, int fd)
@@ -340,6 +346,7 @@ static void conn_start(struct worker *w, int fd, bool fresh)
     ctx->last_read_full = true; /* nothing read yet: there may be bytes */
     ctx->new_deadline = false;
     ctx->waiting = 0;
+    ctx->unsent = 0;
     ctx->verdict = CONN_KEEP;
     ctx->fresh = fresh;
     coro_reset(ctx->coro, conn_coro_main, ctx);
@@ -497,12 +504,12 @@ static void expire(struct worker *w)
 {
     uint32_t fd;
     while ((fd = tq_expired(&w->idle_q, w->now)) != TQ_NIL)
-        conn_close(w, (int)fd);
+        conn_cut(w, (int)fd, CONN_CUT_TIMEOUT);
     while ((fd = tq_expired(&w->req_q, w->now)) != TQ_NIL) {
         struct conn_ctx *ctx = w->view.conns[fd].ctx;
         if (ctx && ctx->waiting == CONN_WAIT_READ && w->cfg->proto->on_timeout)
             w->cfg->proto->on_timeout(ctx);
-        conn_close(w, (int)fd);
+        conn_cut(w, (int)fd, CONN_CUT_TIMEOUT);
     }
 }
 
@@ -540,15 +547,22 @@ static void begin_stop(struct worker *w)
     }
 }
 
+/* The stop's deadline came: whatever is still open is cut off (each
+ * told to the protocol, and counted at info level). */
 static void force_stop(struct worker *w)
 {
+    unsigned n = w->n_conns;
     while (w->timers.n)
-        conn_close(w, timer_ctx(timer_first(&w->timers))->fd);
+        conn_cut(w, timer_ctx(timer_first(&w->timers))->fd, CONN_CUT_STOP);
     uint32_t fd;
     while ((fd = w->req_q.head) != TQ_NIL)
-        conn_close(w, (int)fd);
+        conn_cut(w, (int)fd, CONN_CUT_STOP);
     while ((fd = w->idle_q.head) != TQ_NIL)
-        conn_close(w, (int)fd);
+        conn_cut(w, (int)fd, CONN_CUT_STOP);
+    n -= w->n_conns;
+    if (n)
+        log_msg(LOG_INFO, "stop: cut off %u connection%s after shutdown_timeout (worker %u)", n,
+                n == 1 ? "" : "s", w->idx);
 }
 
 void *worker_main(void *arg)

@@ -53,6 +53,21 @@ static int seconds(const struct config_node *n, uint32_t *out, char *err, size_t
     return 0;
 }
 
+/* A timeout that may be off: "off" or 0, else between 1s and a day. */
+static int idle_ms(const struct config_node *n, uint32_t *out, char *err, size_t errlen)
+{
+    uint64_t ms = 0;
+    if (strcmp(n->value, "off") != 0) {
+        int r = config_duration_ms(n, &ms, err, errlen);
+        if (r)
+            return r;
+        if (ms && (ms < 1000 || ms > 86400ull * 1000))
+            return config_error(n, err, errlen, "must be 'off' or between 1s and a day");
+    }
+    *out = (uint32_t)ms;
+    return 0;
+}
+
 static int size_in(const struct config_node *n, uint64_t min, uint64_t max, size_t *out, char *err,
                    size_t errlen)
 {
@@ -77,14 +92,19 @@ static int load_handler(struct colibri_server *srv, struct config_node *n, char 
     if (!h)
         return config_error(n, err, errlen, "unknown handler '%s'", name);
     size_t max_body = 0;
+    uint32_t body_timeout_s = 0;
     struct config_node *o;
     int r;
     if (n->is_section && (o = config_take(n, "max_body")) &&
         (r = size_in(o, 1, SIZE_MAX, &max_body, err, errlen)))
         return r;
+    if (n->is_section && (o = config_take(n, "body_timeout")) &&
+        (r = seconds(o, &body_timeout_s, err, errlen)))
+        return r;
     if (colibri_server_add_route(srv, prefix, h, NULL, NULL, why, sizeof(why)))
         return config_error(n, err, errlen, "%s", why);
     srv->route_list->max_body = max_body; /* the route just added */
+    srv->route_list->body_timeout_s = body_timeout_s;
     /* anything else in the block: config_take_unused() names it */
     return 0;
 }
@@ -305,15 +325,23 @@ static void load_site_body(struct colibri_server *srv, struct config_node *site,
         char err[1024] = "";
         size_t errlen = sizeof(err);
         int r;
+        srv->loading_line = n->line;
         if (!strcmp(n->name, "handler")) {
             r = load_handler(srv, n, err, errlen);
         } else if (!strcmp(n->name, "tls_certificate") || !strcmp(n->name, "tls_key")) {
             r = load_tls_pair(srv, site, n, err, errlen);
         } else if (!strcmp(n->name, "tls_ocsp_staple")) {
             r = load_tls_staple(srv, site, n, err, errlen);
+        } else if (!strcmp(n->name, "access_log") || !strcmp(n->name, "log_format")) {
+            r = logs_load_site(&srv->logs, srv->loading, n, err, errlen);
         } else {
             const struct colibri_module *m = server_find_module(srv, n->name);
-            if (!m)
+            if (!m && n->is_section)
+                r = config_error(n, err, errlen,
+                                 "unknown key in site (no module '%s': is a 'module FILE' line "
+                                 "missing?)",
+                                 n->name);
+            else if (!m)
                 r = config_error(n, err, errlen, "unknown key in site");
             else if (!n->is_section)
                 r = config_error(n, err, errlen, "expected '%s PREFIX { ... }'", n->name);
@@ -324,6 +352,7 @@ static void load_site_body(struct colibri_server *srv, struct config_node *site,
         if (r)
             note(e, n, err);
     }
+    srv->loading_line = 0;
 }
 
 /* One name of "site NAME... { }" for the site whose routes are *routes
@@ -408,13 +437,18 @@ static int load_library(struct colibri_server *srv, const struct config_node *n,
     char path[PATH_MAX];
     if (!n->value[0] || n->is_section)
         return config_error(n, err, errlen, "expected 'module FILE'");
-    if (n->value[0] == '/' || !n->file) {
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", n->file ? n->file : ".");
+    const char *d = dirname(dir);
+    if (n->value[0] == '/' || !strcmp(d, ".")) {
+        /* a config in the current folder: FILE as written (not ././lib.so) */
         snprintf(path, sizeof(path), "%s", n->value);
-    } else {
-        char dir[PATH_MAX];
-        snprintf(dir, sizeof(dir), "%s", n->file);
-        if (snprintf(path, sizeof(path), "%s/%s", dirname(dir), n->value) >= (int)sizeof(path))
-            return config_error(n, err, errlen, "path too long");
+        if (!strchr(path, '/') && strlen(path) + 2 < sizeof(path)) /* dlopen() would search */
+            snprintf(path, sizeof(path), "./%s", n->value);
+    } else if (snprintf(path, sizeof(path), "%s/%s", d,
+                        strncmp(n->value, "./", 2) ? n->value : n->value + 2) >=
+               (int)sizeof(path)) {
+        return config_error(n, err, errlen, "path too long");
     }
     char why[512];
     if (sandbox_allow(srv, path, COLIBRI_PATH_READ, why, sizeof(why)))
@@ -485,8 +519,26 @@ static void load_settings(struct colibri_server *srv, struct config *cfg, struct
     if ((n = config_take(root, "max_request_body")) &&
         (r = size_in(n, 0, SIZE_MAX, &h->max_body, err, errlen)))
         note(e, n, err);
+    if ((n = config_take(root, "body_timeout")) &&
+        (r = seconds(n, &h->body_timeout_s, err, errlen)))
+        note(e, n, err);
+    if ((n = config_take(root, "body_rate_grace")) &&
+        (r = seconds(n, &h->body_rate_grace_s, err, errlen)))
+        note(e, n, err);
+    if ((n = config_take(root, "body_min_rate")) &&
+        (r = size_in(n, 0, 1 << 30, &h->body_min_rate, err, errlen)))
+        note(e, n, err);
+    if ((n = config_take(root, "body_memory_max")) &&
+        (r = size_in(n, 0, 1 << 30, &h->body_memory_max, err, errlen)))
+        note(e, n, err);
     if ((n = config_take(root, "multipart_memory_max")) &&
         (r = size_in(n, 0, 1 << 30, &h->multipart_memory_max, err, errlen)))
+        note(e, n, err);
+    if ((n = config_take(root, "ws_memory_max")) &&
+        (r = size_in(n, 64 << 10, (uint64_t)1 << 40, &h->ws_memory_max, err, errlen)))
+        note(e, n, err);
+    if ((n = config_take(root, "ws_idle_timeout")) &&
+        (r = idle_ms(n, &h->ws_idle_timeout_ms, err, errlen)))
         note(e, n, err);
     if ((n = config_take(root, "temp_dir"))) {
         char why[512];
@@ -575,12 +627,72 @@ static void load_settings(struct colibri_server *srv, struct config *cfg, struct
         note(e, NULL, err);
 }
 
+/* The line number of a "FILE:LINE: ..." message (INT_MAX: none). */
+static long line_of(const char *msg, size_t len)
+{
+    for (const char *c = memchr(msg, ':', len); c && c < msg + len;
+         c = memchr(c + 1, ':', (size_t)(msg + len - c - 1))) {
+        char *end;
+        long v = strtol(c + 1, &end, 10);
+        if (end > c + 1 && end < msg + len && *end == ':' && c[1] >= '0' && c[1] <= '9')
+            return v;
+    }
+    return INT_MAX;
+}
+
+/* The messages (one a line) in the order of their lines in the file, not
+ * of the loading steps that found them; a message without a line keeps
+ * its place among those of the same number (stable). */
+static void sort_by_line(char *buf)
+{
+    size_t len = strlen(buf);
+    unsigned n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += buf[i] == '\n';
+    struct msg {
+        const char *p;
+        size_t len;
+        long line;
+    } *m = calloc(n + 1, sizeof(*m));
+    char *copy = malloc(len + 1);
+    if (!m || !copy) {
+        free(m);
+        free(copy);
+        return;
+    }
+    memcpy(copy, buf, len + 1);
+    unsigned k = 0;
+    for (char *p = copy, *nl; p; p = nl ? nl + 1 : NULL) {
+        nl = strchr(p, '\n');
+        size_t l = nl ? (size_t)(nl - p) : strlen(p);
+        m[k++] = (struct msg){.p = p, .len = l, .line = line_of(p, l)};
+    }
+    for (unsigned i = 1; i < k; i++) /* insertion sort: stable, and few */
+        for (unsigned j = i; j > 0 && m[j - 1].line > m[j].line; j--) {
+            struct msg t = m[j];
+            m[j] = m[j - 1];
+            m[j - 1] = t;
+        }
+    char *w = buf;
+    for (unsigned i = 0; i < k; i++) {
+        if (i)
+            *w++ = '\n';
+        memcpy(w, m[i].p, m[i].len);
+        w += m[i].len;
+    }
+    *w = '\0';
+    free(m);
+    free(copy);
+}
+
 static int load_config(struct colibri_server *srv, struct config *cfg, char *err, size_t errlen)
 {
     struct errs e = {.buf = err, .cap = errlen};
     if (errlen)
         err[0] = '\0';
     load_settings(srv, cfg, &e);
+    if (e.n > 1 && errlen)
+        sort_by_line(err);
     return e.n ? -EINVAL : 0;
 }
 

@@ -70,12 +70,8 @@ static int set_ids(const struct privs *p, const gid_t *groups, int n, char *err,
 
 int privs_drop(const struct privs *p, char *err, size_t errlen)
 {
-    if (!p->set) {
-        if (geteuid() == 0)
-            log_msg(LOG_WARN, "running as root; set 'user' in the config to run as an "
-                              "unprivileged user once the listeners are bound");
+    if (!p->set) /* the warning about root is the server's (server.c) */
         return 0;
-    }
     if (geteuid() != 0) /* already that user: privs_set_user() checked */
         return 0;
     int n = 1;

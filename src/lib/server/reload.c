@@ -96,7 +96,18 @@ static bool str_differ(const char *a, const char *b)
     return (a == NULL) != (b == NULL) || (a && strcmp(a, b));
 }
 
-/* What only a restart changes keeps its running value, with a warning. */
+/* A value as a number, to tell whether a reload saw it before. */
+static uint64_t sig_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; s && *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return s ? h : 0;
+}
+
+/* What only a restart changes keeps its running value, with a warning:
+ * once per change (the reload that brings a new value), not at every
+ * reload that still has it. */
 static void restart_only(struct colibri_server *srv, struct colibri_server *next)
 {
     unsigned threads = next->n_threads ? next->n_threads : server_cpu_count();
@@ -104,23 +115,32 @@ static void restart_only(struct colibri_server *srv, struct colibri_server *next
     const struct {
         const char *key;
         bool changed;
+        uint64_t value; /* next's */
     } keys[] = {
-        {"threads", threads != srv->n_threads},
-        {"accept", next->accept_thread != srv->accept_thread},
-        {"max_request_head", next->http.limits.max_head != srv->http.limits.max_head},
-        {"keep_alive_timeout", next->wcfg.keep_alive_s != srv->wcfg.keep_alive_s},
-        {"request_timeout", next->wcfg.request_timeout_s != srv->wcfg.request_timeout_s},
-        {"shutdown_timeout", next->wcfg.shutdown_grace_s != srv->wcfg.shutdown_grace_s},
-        {"user", str_differ(next->user_text, srv->user_text)},
-        {"chroot", str_differ(next->chroot_text, srv->chroot_text)},
-        {"access_log", str_differ(b->access_path, a->access_path)},
-        {"error_log", str_differ(b->error_path, a->error_path)},
-        {"error_log_level", b->level != a->level},
-        {"pid_file", str_differ(b->pid_path, a->pid_path)},
-        {"sandbox", next->sandbox_on != srv->sandbox_on},
+        {"threads", threads != srv->n_threads, threads},
+        {"accept", next->accept_thread != srv->accept_thread, next->accept_thread},
+        {"max_request_head", next->http.limits.max_head != srv->http.limits.max_head,
+         next->http.limits.max_head},
+        {"keep_alive_timeout", next->wcfg.keep_alive_s != srv->wcfg.keep_alive_s,
+         next->wcfg.keep_alive_s},
+        {"request_timeout", next->wcfg.request_timeout_s != srv->wcfg.request_timeout_s,
+         next->wcfg.request_timeout_s},
+        {"shutdown_timeout", next->wcfg.shutdown_grace_s != srv->wcfg.shutdown_grace_s,
+         next->wcfg.shutdown_grace_s},
+        {"user", str_differ(next->user_text, srv->user_text), sig_str(next->user_text)},
+        {"chroot", str_differ(next->chroot_text, srv->chroot_text), sig_str(next->chroot_text)},
+        {"access_log", str_differ(b->access_path, a->access_path), sig_str(b->access_path)},
+        {"error_log", str_differ(b->error_path, a->error_path), sig_str(b->error_path)},
+        {"error_log_level", b->level != a->level, b->level},
+        {"pid_file", str_differ(b->pid_path, a->pid_path), sig_str(b->pid_path)},
+        {"sandbox", next->sandbox_on != srv->sandbox_on, next->sandbox_on},
     };
+    _Static_assert(N_ELEMENTS(keys) <= N_ELEMENTS(srv->restart_seen), "room for every key");
     for (size_t i = 0; i < N_ELEMENTS(keys); i++) {
-        if (!keys[i].changed)
+        bool seen = (srv->restart_seen_set >> i & 1) && srv->restart_seen[i] == keys[i].value;
+        srv->restart_seen[i] = keys[i].value;
+        srv->restart_seen_set |= 1u << i;
+        if (!keys[i].changed || seen)
             continue;
         char where[400];
         where_of(next, keys[i].key, where, sizeof(where));
@@ -355,8 +375,8 @@ static int publish(struct colibri_server *srv, struct colibri_server *next, stru
     next->n_listeners = 0;
 
     server_finish_http(next, srv, table);
-    /* what only the reload needed */
-    logs_free(&next->logs);
+    /* what only the reload needed (its sites' logs go with its generation) */
+    logs_release_top(&next->logs);
 
     *g = (struct server_gen){.owner = next, .http = &next->http, .proxy_protocol = table};
     struct server_gen *old = srv->gen;
@@ -392,6 +412,8 @@ void server_reload(struct colibri_server *srv)
         r = err_set(err, ERR_MAX, -ESRCH, NULL, "the server is not running");
     if (!r)
         r = plan_listeners(srv, next, &p, err, ERR_MAX);
+    if (!r)
+        r = logs_link(&next->logs, &srv->logs, err, ERR_MAX);
     if (!r) {
         restart_only(srv, next);
         r = publish(srv, next, &p, err, ERR_MAX);

@@ -53,8 +53,12 @@ struct colibri_server *colibri_server_new(void)
     srv->http = (struct http_config){
         .limits = HTTP_LIMITS_DEFAULT,
         .max_body = 1 << 20,
+        .body_timeout_s = 60,
+        .body_rate_grace_s = 10,
+        .body_min_rate = 1024,
         .multipart_memory_max = 64 << 10,
-        .access_log_fd = -1,
+        .body_memory_max = 1 << 20,
+        .ws_memory_max = (size_t)256 << 20,
     };
     const char *tmp = getenv("TMPDIR");
     snprintf(srv->http.temp_dir, sizeof(srv->http.temp_dir), "%s",
@@ -211,12 +215,20 @@ int colibri_server_add_route(struct colibri_server *srv, const char *prefix,
     }
     /* the site being loaded; outside config loading, the default site */
     struct trie *t = srv->loading ? srv->loading : srv->routes;
-    struct http_route *r =
-        ALLOC_INIT(struct http_route,
-                   {.handler = h, .data = data, .free_data = free_data, .next = srv->route_list});
+    struct http_route *r = ALLOC_INIT(struct http_route, {.handler = h,
+                                                          .data = data,
+                                                          .free_data = free_data,
+                                                          .next = srv->route_list,
+                                                          .line = srv->loading_line});
     if (!r || (e = trie_add(t, prefix, strlen(prefix), r)) < 0) {
         free(r);
-        if (e == -EEXIST)
+        size_t len = strlen(prefix), matched = 0;
+        const struct http_route *first =
+            e == -EEXIST ? trie_lookup(t, prefix, len, &matched) : NULL;
+        if (first && matched == len && first->line)
+            err_set(err, errlen, e, NULL, "prefix '%s' is already routed at line %d", prefix,
+                    first->line);
+        else if (e == -EEXIST)
             err_set(err, errlen, e, NULL, "prefix '%s' is already routed", prefix);
         else
             err_set(err, errlen, e, NULL, "prefix '%s': %s", prefix, strerror(-e));
@@ -377,7 +389,13 @@ void server_finish_http(struct colibri_server *s, const struct colibri_server *s
     s->http.tls = s->tls;
     s->http.tls_on = any_tls && s->tls ? tls : NULL;
     s->http.redirect_https = any_redirect ? ports : NULL;
-    s->http.access_log_fd = srv->logs.access_fd;
+    s->http.request_timeout_s = srv->wcfg.request_timeout_s; /* the running one's */
+    /* the access logs: the running server's files, what each site uses */
+    s->http.log_files = srv->logs.files;
+    s->http.access_log = s->logs.top_logged ? &s->logs.top : NULL;
+    s->http.site_log = logs_site(&s->logs, NULL);
+    for (unsigned i = 0; i < s->n_vhosts; i++)
+        s->vhosts[i].log = logs_site(&s->logs, s->vhosts[i].routes);
     s->http.error_tpl = s->error_tpl;
     /* without named sites, everything goes to the default site (routes or
      * not); with them, an unknown host gets 421 unless there is a default */
@@ -446,6 +464,8 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
         goto out_free;
     }
     *srv->gen = (struct server_gen){.owner = srv, .http = &srv->http, .proxy_protocol = proxy};
+    if ((r = logs_link(&srv->logs, &srv->logs, err, errlen)))
+        goto out_free;
     server_finish_http(srv, srv, proxy);
     /* room for a whole head and the start of a body, in whole pages */
     srv->wcfg.in_cap = (srv->http.limits.max_head + 1024 + 4095) & ~(size_t)4095;
@@ -540,6 +560,12 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
      * longer needed (threads started from here on run as the user), and
      * with "sandbox = true" the sandbox closes around every thread: its
      * paths are opened before the drop (and a chroot), it closes after */
+    /* root is worth a warning only for a server that keeps it while it
+     * listens, as configured: not for a program without a config file
+     * (a sample run by hand) */
+    if (!srv->privs.set && geteuid() == 0 && srv->config_path && srv->n_listeners)
+        log_msg(LOG_WARN, "running as root; set 'user' in the config to run as an "
+                          "unprivileged user once the listeners are bound");
     if ((r = sandbox_prepare(srv, err, errlen)) || (r = privs_drop(&srv->privs, err, errlen)) ||
         (r = sandbox_enter(srv, err, errlen)))
         goto out_workers;

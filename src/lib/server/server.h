@@ -60,6 +60,7 @@ struct colibri_server {
     int *vhost_lines;
     unsigned n_vhosts;
     struct trie *loading; /* the named site being loaded: add_route's target (NULL: default) */
+    int loading_line;     /* the config line being loaded (routes remember it), or 0 */
     bool has_default;     /* a "site { }", or a route added to the default site */
     struct colibri_handler **handlers; /* each its own allocation: routes point to them */
     bool *handler_lib;                 /* by handler: registered by a "module FILE" library */
@@ -106,6 +107,10 @@ struct colibri_server {
     struct colibri_server *reload_of; /* set in a reload's server: the running one */
     colibri_reload_fn reload_hook;
     void *reload_arg;
+    /* what the last reload had for each key only a restart changes (its
+     * warning is given once per change) */
+    uint64_t restart_seen[16];
+    unsigned restart_seen_set;
     struct server_gen *gen;     /* the newest generation, while running */
     struct server_gen *retired; /* older ones, until every worker is done with them */
     /* the control thread: reopens logs and reloads, woken through ctl_fd */

@@ -20,6 +20,8 @@
  *               ms, default -1), answers "ready N" (and consumes the
  *               count) or "error N"
  *   fd_poke     writes 1 to that eventfd
+ *   body_sum    COLIBRI_NEED_BODY: the body's length and Adler-32 as
+ *               colibri_req_body() shows it, and whether it is in a file
  *   events      an event stream of every field: a comment, an event with
  *               name, id, retry and data of several lines (CRLF, LF, CR and a
  *               trailing line break), a nameless one, one of an id only, and
@@ -364,6 +366,21 @@ static int ws_bye(struct colibri_request *req, struct colibri_response *resp, vo
 }
 
 #ifndef GREET_NO_INIT
+/* The body through colibri_req_body()'s view: its length, its Adler-32,
+ * and whether it was kept in a file (colibri_req_body_fd). */
+static int body_sum(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    (void)data;
+    struct colibri_str body;
+    int r = colibri_req_body(req, &body);
+    if (r)
+        return r;
+    colibri_resp_printf(resp, "%zu bytes, adler32 %u, in %s", body.len,
+                        adler32(1, (const unsigned char *)body.p, body.len),
+                        colibri_req_body_fd(req) >= 0 ? "a file" : "memory");
+    return 200;
+}
+
 int colibri_module_init(struct colibri_server *srv)
 {
 #ifdef GREET_INIT_FAILS
@@ -390,6 +407,10 @@ int colibri_module_init(struct colibri_server *srv)
         {.name = "events", .fn = events},
         {.name = "form",
          .fn = form,
+         .methods = COLIBRI_M(COLIBRI_POST),
+         .needs = COLIBRI_NEED_BODY},
+        {.name = "body_sum",
+         .fn = body_sum,
          .methods = COLIBRI_M(COLIBRI_POST),
          .needs = COLIBRI_NEED_BODY},
         {.name = "upload",
