@@ -50,7 +50,7 @@ struct http_worker {
     time_t log_time;   /* the second log_date shows */
     char log_date[40]; /* "22/Nov/2026:13:40:00 +0000" */
     size_t log_date_len;
-    size_t ws_memory;          /* what this worker's WebSocket message buffers hold (ws.c) */
+    size_t ws_memory;    /* what this worker's WebSocket message buffers hold (ws.c) */
     time_t log_iso_time; /* the second log_iso shows */
     char log_iso[40];    /* "2026-11-22T13:40:00+00:00" */
     size_t log_iso_len;
