@@ -77,7 +77,12 @@ def test_combined_named_is_byte_identical(make_server, tmp_path):
     assert send(s, named("a.example", "/hello?x=1", [ua, ("Referer", "r")])).status == 200
     assert send(s, named("b.example", "/hello?x=1", [ua, ("Referer", "r")])).status == 200
     a, b = wait_lines(named_log, 1), wait_lines(plain, 1)
-    assert len(a) == 1 and a == b, (a, b)
+    assert len(a) == 1 and len(b) == 1 and LINE.match(a[0]) and LINE.match(b[0]), (a, b)
+    # the two requests may fall on either side of a second (slow under
+    # valgrind): every byte but the time must agree
+    def untimed(line):
+        return re.sub(r"\[[^]]*\]", "[]", line, count=1)
+    assert untimed(a[0]) == untimed(b[0]), (a, b)
 
 
 # what the parser lets through: quotes, backslashes, tabs, obs-text (the
