@@ -91,6 +91,9 @@ struct colibri_handler {
 /* --- server lifecycle --------------------------------------------------- */
 
 struct colibri_server *colibri_server_new(void);
+/* The TLS library this build uses ("OpenSSL 3.0.17 1 Jul 2025"), NULL when
+ * it was built without TLS. */
+const char *colibri_tls_library(void);
 void colibri_server_free(struct colibri_server *srv);
 
 /* Makes a handler available to config files (copied; name must be unique:

@@ -632,3 +632,34 @@ def test_upload_body_over_tls_with_expect_continue(make_server, certs, tmp_path)
                         "https://127.0.0.1:%d/echo" % port], capture_output=True, timeout=60,
                        cwd=str(tmp_path))
     assert r.returncode == 0 and body in r.stdout
+
+
+def test_log_format_tls_fields(make_server, certs, tmp_path):
+    """$ssl_protocol, $ssl_cipher, $ssl_server_name and $ssl_session_reused
+    in a log format: what each connection negotiated, "-" on a plain one."""
+    from test_logs import wait_lines
+    port, log = free_port(), tmp_path / "access.log"
+    s = make_server(site=tls_site(port), access_log=str(log),
+                    log_format="$ssl_protocol $ssl_cipher $ssl_server_name $ssl_session_reused $uri")
+    sess = str(tmp_path / "sess.pem")
+    assert b"Hello, World!" in s_client(port, "-tls1_2", "-sess_out", sess, "-servername", "default.test",
+                                        "-cipher", "ECDHE-ECDSA-AES128-GCM-SHA256")
+    assert b"Reused, TLSv1.2" in s_client(port, "-tls1_2", "-sess_in", sess, "-servername", "default.test")
+    (v, _), data = get(port, "example.com", "example.com")
+    assert v == "TLSv1.3" and data.startswith(b"HTTP/1.1 200 ")
+    with s.conn() as c:  # the plain listener
+        c.send(b"GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert c.read_response().status == 200
+    lines = wait_lines(log, 4)
+    # each worker buffers its own lines: in any order
+    assert sorted(lines) == [
+        "- - - - /hello",
+        "TLSv1.2 ECDHE-ECDSA-AES128-GCM-SHA256 default.test . /hello",
+        "TLSv1.2 ECDHE-ECDSA-AES128-GCM-SHA256 default.test r /hello",
+        "TLSv1.3 TLS_AES_256_GCM_SHA384 example.com . /hello",
+    ], lines
+
+
+def test_version_names_the_tls_library(tmp_path):
+    out = subprocess.run([str(colibri_bin()), "--version"], capture_output=True, timeout=10).stdout
+    assert b" tls\n" in out and b"\ntls: OpenSSL 3." in out, out

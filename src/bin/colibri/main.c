@@ -80,7 +80,11 @@ static void version(void)
     printf(" zstd");
 #endif
     /* both always built: whether the kernel has them shows at start */
-    printf(" seccomp landlock\n");
+    printf(" seccomp landlock");
+    const char *tls = colibri_tls_library();
+    if (tls)
+        printf(" tls\ntls: %s", tls);
+    printf("\n");
 }
 
 static void usage(FILE *f)

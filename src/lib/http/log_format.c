@@ -31,6 +31,10 @@ enum field {
     F_USER_AGENT,
     F_HOST,
     F_COMPLETION,
+    F_SSL_PROTOCOL,
+    F_SSL_CIPHER,
+    F_SSL_SERVER_NAME,
+    F_SSL_SESSION_REUSED,
     F_COUNT
 };
 
@@ -50,6 +54,10 @@ static const char *const field_names[F_COUNT] = {
     [F_USER_AGENT] = "user_agent",
     [F_HOST] = "host",
     [F_COMPLETION] = "completion",
+    [F_SSL_PROTOCOL] = "ssl_protocol",
+    [F_SSL_CIPHER] = "ssl_cipher",
+    [F_SSL_SERVER_NAME] = "ssl_server_name",
+    [F_SSL_SESSION_REUSED] = "ssl_session_reused",
 };
 
 #define LITERAL 0xff
@@ -243,6 +251,18 @@ static uint64_t body_received(const struct colibri_request *req)
     return 0;
 }
 
+static struct val safe_or_none(const char *s)
+{
+    return s ? (struct val){.kind = K_SAFE, .s = {.p = s, .len = strlen(s)}}
+             : (struct val){.kind = K_NONE};
+}
+
+static struct val str_or_none(const char *s)
+{
+    return s ? (struct val){.kind = K_STR, .s = {.p = s, .len = strlen(s)}}
+             : (struct val){.kind = K_NONE};
+}
+
 static struct val value(struct line *l, enum field f)
 {
     struct colibri_request *req = l->req;
@@ -299,6 +319,19 @@ static struct val value(struct line *l, enum field f)
     case F_COMPLETION:
         return l->resp->interrupted ? (struct val){.kind = K_NONE}
                                     : (struct val){.kind = K_SAFE, .s = {.p = "OK", .len = 2}};
+    /* what the connection's TLS negotiated; "-" (null) on a plain one */
+    case F_SSL_PROTOCOL:
+        return safe_or_none(conn_tls_version(l->req->ctx));
+    case F_SSL_CIPHER:
+        return safe_or_none(conn_tls_cipher(l->req->ctx));
+    case F_SSL_SERVER_NAME: /* the client's bytes: escaped */
+        return str_or_none(conn_tls_server_name(l->req->ctx));
+    case F_SSL_SESSION_REUSED:
+        if (!conn_is_secure(l->req->ctx))
+            return (struct val){.kind = K_NONE};
+        return conn_tls_resumed(l->req->ctx)
+                   ? (struct val){.kind = K_SAFE, .s = {.p = "r", .len = 1}}
+                   : (struct val){.kind = K_SAFE, .s = {.p = ".", .len = 1}};
     default:
         return (struct val){.kind = K_NONE};
     }

@@ -265,10 +265,13 @@ void conn_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len);
 void conn_try_write(struct conn_ctx *ctx, const void *p, size_t len);
 /* Whether the connection is secure (TLS), and what it negotiated: the
  * protocol version ("TLSv1.3"), the server name the client asked for
- * (NULL: none) and the ALPN protocol (NULL: none). NULL for plain ones. */
+ * (NULL: none), the cipher suite ("TLS_AES_128_GCM_SHA256") and whether
+ * the session was resumed (a ticket). NULL / false for plain ones. */
 bool conn_is_secure(const struct conn_ctx *ctx);
 const char *conn_tls_version(const struct conn_ctx *ctx);
 const char *conn_tls_server_name(const struct conn_ctx *ctx);
+const char *conn_tls_cipher(const struct conn_ctx *ctx);
+bool conn_tls_resumed(const struct conn_ctx *ctx);
 /* Waiting without blocking: the coroutine is suspended, the worker goes on
  * with the other connections. While a connection waits this way it is in
  * no timeout queue (waiting is not stalling: the caller's own timeout

@@ -713,3 +713,23 @@ const char *conn_tls_server_name(const struct conn_ctx *ctx)
     return NULL;
 #endif
 }
+
+const char *conn_tls_cipher(const struct conn_ctx *ctx)
+{
+#ifdef COLIBRI_WITH_OPENSSL
+    return ctx->tls ? SSL_get_cipher_name((SSL *)ctx->tls) : NULL;
+#else
+    (void)ctx;
+    return NULL;
+#endif
+}
+
+bool conn_tls_resumed(const struct conn_ctx *ctx)
+{
+#ifdef COLIBRI_WITH_OPENSSL
+    return ctx->tls && SSL_session_reused(ctx->tls);
+#else
+    (void)ctx;
+    return false;
+#endif
+}

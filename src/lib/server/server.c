@@ -36,6 +36,11 @@ BUILTIN_HANDLERS(DECLARE_HANDLER)
 static const struct colibri_module *const builtin_modules[] = {BUILTIN_MODULES(REF_MODULE)};
 static const struct colibri_handler *const builtin_handlers[] = {BUILTIN_HANDLERS(REF_HANDLER)};
 
+const char *colibri_tls_library(void)
+{
+    return tls_library();
+}
+
 struct colibri_server *colibri_server_new(void)
 {
     struct colibri_server *srv =
