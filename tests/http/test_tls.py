@@ -140,6 +140,34 @@ def test_sni_picks_the_site_certificate_and_the_default_answers_without(make_ser
     assert "CN = default.test" in peer_cn(port, "unknown.test")
 
 
+def test_wildcard_site_takes_its_names_in_sni_and_host(make_server, certs, tmp_path):
+    """site *.example.com: SNI and Host alike pick it for every name under
+    example.com that no exact site has (one label or more); the exact site
+    wins for its own name; example.com itself is not under the wildcard."""
+    make_cert(tmp_path, "wild", "*.example.com", ["*.example.com"])
+    port = free_port()
+    text = tls_site(port) + """site *.example.com {
+    tls_certificate = wild.pem
+    tls_key = wild.key
+    response /hello {
+        code = 410
+    }
+}
+"""
+    make_server(site=text)
+    assert "CN = *.example.com" in peer_cn(port, "a.example.com")
+    assert "CN = *.example.com" in peer_cn(port, "A.B.Example.Com")
+    assert "CN = example.com" in peer_cn(port, "example.com")
+    assert "CN = default.test" in peer_cn(port, "example.com.evil")
+    _, data = get(port, "www.example.com:%d" % port, "www.example.com")
+    assert data.startswith(b"HTTP/1.1 410 "), data  # the wildcard site's route
+    _, data = get(port, "example.com", "example.com")
+    assert data.startswith(b"HTTP/1.1 200 ") and data.endswith(b"Hello, World!"), data
+    # SNI under the wildcard, Host the exact site's: another site, 421
+    _, data = get(port, "example.com", "www.example.com")
+    assert data.startswith(b"HTTP/1.1 421 "), data
+
+
 def test_two_certificate_types_on_one_site(make_server, certs):
     port = free_port()
     make_server(site=tls_site(port))

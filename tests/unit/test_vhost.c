@@ -70,7 +70,14 @@ TEST(config_names)
     CHECK_BAD("exa_mple.com", "letters, digits");
     CHECK_BAD("example.com:8080", "port");
     CHECK_BAD("[::1]:8080", "port");
-    CHECK_BAD("*.example.com", "wildcard");
+    CHECK_CANON("*.Example.com", "*.example.com");
+    CHECK_CANON("*.a", "*.a");
+    CHECK_BAD("*example.com", "wildcard");
+    CHECK_BAD("a.*.example.com", "wildcard");
+    CHECK_BAD("www.*", "wildcard");
+    CHECK_BAD("*", "wildcard");
+    CHECK_BAD("*.", "wildcard"); /* "*." less its trailing dot is "*" */
+    CHECK_BAD("*..a", "empty label");
     CHECK_BAD("a..b", "empty label");
     CHECK_BAD(".a", "empty label");
     CHECK_BAD("[::1", "IPv6");
@@ -86,6 +93,34 @@ TEST(config_names)
     const char *why;
     CHECK_EQ_INT(canon(long_name, out, sizeof(out), &why), 253);
     CHECK_EQ_INT(canon(long_name, out, 100, &why), -1); /* out too small */
+}
+
+TEST(wildcard_matches_one_label_or_more_and_exact_names_win)
+{
+    static const struct trie *const w = (const struct trie *)"w",
+                                    *const e = (const struct trie *)"e",
+                                    *const d = (const struct trie *)"d";
+    const struct http_vhost sites[] = {
+        {.name = "*.example.com", .len = 13, .routes = w},
+        {.name = "www.example.com", .len = 15, .routes = e},
+        {.name = "*.deep.example.com", .len = 18, .routes = d},
+    };
+    unsigned n = sizeof(sites) / sizeof(sites[0]);
+    const struct http_vhost *f;
+#define ROUTES(host) ((f = http_vhost_find(sites, n, v(host))) ? f->routes : NULL)
+    CHECK(ROUTES("a.example.com") == w);
+    CHECK(ROUTES("A.B.Example.COM:8443") == w);
+    CHECK(ROUTES("www.example.com") == e);    /* exact beats the wildcard */
+    CHECK(ROUTES("x.deep.example.com") == d); /* the longer wildcard */
+    CHECK(ROUTES("deep.example.com") == w);   /* "*.deep" needs a label more */
+    CHECK(ROUTES("example.com") == NULL);     /* not the suffix alone */
+    CHECK(ROUTES(".example.com") == NULL);    /* no empty label */
+    CHECK(ROUTES("aexample.com") == NULL);
+    CHECK(ROUTES("a.example.com.evil") == NULL);
+#undef ROUTES
+    CHECK_EQ_INT((int)host_name_match("*.a.b", 5, "x.a.b", 5), 4);
+    CHECK(host_name_match("a.b", 3, "A.B", 3) == SIZE_MAX);
+    CHECK(host_name_match("a.b", 3, "a.c", 3) == 0);
 }
 
 static const struct trie *routes_of(const struct http_vhost *v)
@@ -124,5 +159,6 @@ int main(void)
     RUN(host_name_drops_port_and_trailing_dot);
     RUN(config_names);
     RUN(find_is_case_insensitive_and_ignores_port);
+    RUN(wildcard_matches_one_label_or_more_and_exact_names_win);
     return test_summary();
 }

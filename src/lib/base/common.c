@@ -3,6 +3,18 @@
 #include <errno.h>
 #include <unistd.h>
 
+size_t host_name_match(const char *site, size_t site_len, const char *name, size_t len)
+{
+    if (site_len >= 2 && site[0] == '*' && site[1] == '.') {
+        size_t suffix = site_len - 1; /* ".example.com" */
+        if (len > suffix && name[len - suffix - 1] != '.' &&
+            mem_case_eq(name + len - suffix, site + 1, suffix))
+            return suffix;
+        return 0;
+    }
+    return site_len == len && mem_case_eq(name, site, len) ? SIZE_MAX : 0;
+}
+
 bool mem_case_eq(const char *a, const char *b, size_t len)
 {
     for (size_t i = 0; i < len; i++) {

@@ -40,6 +40,14 @@ static inline bool view_eq(struct view v, const char *s, size_t len)
 /* ASCII case-insensitive equality of two byte ranges of the same length. */
 bool mem_case_eq(const char *a, const char *b, size_t len);
 
+/* How well a host name (no port, no trailing dot) matches a site name
+ * (canonical: lower case; "*.example.com" a wildcard): 0 for no match,
+ * SIZE_MAX for the same name, else the length of the wildcard's suffix
+ * (".example.com": longer is better). A wildcard matches one label or more
+ * before its suffix ("a.example.com", "a.b.example.com"), not the suffix
+ * alone ("example.com"). Exact names beat wildcards, as in nginx. */
+size_t host_name_match(const char *site, size_t site_len, const char *name, size_t len);
+
 /* Reads len bytes at off, through short reads and EINTR: 0, -errno, or
  * -EIO when the file ends first. */
 int pread_full(int fd, void *buf, size_t len, off_t off);

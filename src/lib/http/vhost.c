@@ -27,10 +27,18 @@ struct view http_host_name(struct view host)
 const struct http_vhost *http_vhost_find(const struct http_vhost *v, unsigned n, struct view host)
 {
     struct view h = http_host_name(host);
-    for (unsigned i = 0; i < n; i++)
-        if (v[i].len == h.len && case_eq(h.p, v[i].name, h.len))
+    const struct http_vhost *best = NULL;
+    size_t best_m = 0;
+    for (unsigned i = 0; i < n; i++) {
+        size_t m = host_name_match(v[i].name, v[i].len, h.p, h.len);
+        if (m == SIZE_MAX)
             return &v[i];
-    return NULL;
+        if (m > best_m) {
+            best_m = m;
+            best = &v[i];
+        }
+    }
+    return best;
 }
 
 int http_vhost_canon(const char *name, char *out, size_t cap, const char **why)
@@ -70,8 +78,10 @@ int http_vhost_canon(const char *name, char *out, size_t cap, const char **why)
             *why = "a site name has no port (every port matches)";
             return -1;
         } else if (c == '*') {
-            *why = "wildcard names are not supported";
-            return -1;
+            if (i != 0 || n < 3 || name[1] != '.') {
+                *why = "a wildcard is '*.' before the rest of the name (\"*.example.com\")";
+                return -1;
+            }
         } else if (!IS_ALPHA(c) && !IS_DIGIT(c) && c != '-') {
             *why = "a host name has only letters, digits, '-' and '.'";
             return -1;

@@ -29,12 +29,14 @@ struct http_vhost {
 struct view http_host_name(struct view host);
 
 /* The site whose canonical name matches host (a raw head->host: port and
- * case are ignored), or NULL. */
+ * case are ignored; an exact name first, else the longest wildcard), or
+ * NULL. */
 const struct http_vhost *http_vhost_find(const struct http_vhost *v, unsigned n, struct view host);
 
 /* A site name from the config in canonical form (lower case, one trailing
  * dot dropped) into out, which holds cap bytes (NUL-terminated): its
  * length, or -1 with *why saying what is wrong. A name is labels of
  * letters, digits and '-' joined by '.', at most 253 bytes, or an IPv6
- * literal in brackets; it has no port and no wildcard. */
+ * literal in brackets, or "*." before such a name (a wildcard: every name
+ * ending with ".example.com" that no exact name takes); it has no port. */
 int http_vhost_canon(const char *name, char *out, size_t cap, const char **why);

@@ -149,13 +149,22 @@ static int on_server_name(SSL *ssl, int *alert, void *arg)
     const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
     if (!name)
         return SSL_TLSEXT_ERR_OK;
+    /* an exact name first, else the longest wildcard (as Host's lookup) */
+    size_t len = strlen(name), best_m = 0;
+    if (len && name[len - 1] == '.')
+        len--;
+    struct tls_site *best = NULL;
     for (unsigned i = 0; i < ts->n_sites; i++)
-        for (unsigned j = 0; j < ts->sites[i].n_names; j++)
-            if (!strcasecmp(ts->sites[i].names[j], name)) {
-                if (ts->sites[i].n_pairs && SSL_get_SSL_CTX(ssl) != ts->sites[i].ctx)
-                    SSL_set_SSL_CTX(ssl, ts->sites[i].ctx);
-                return SSL_TLSEXT_ERR_OK;
+        for (unsigned j = 0; j < ts->sites[i].n_names; j++) {
+            const char *s = ts->sites[i].names[j];
+            size_t m = host_name_match(s, strlen(s), name, len);
+            if (m > best_m) {
+                best_m = m;
+                best = &ts->sites[i];
             }
+        }
+    if (best && best->n_pairs && SSL_get_SSL_CTX(ssl) != best->ctx)
+        SSL_set_SSL_CTX(ssl, best->ctx);
     return SSL_TLSEXT_ERR_OK; /* unknown: the default site's certificate */
 }
 
