@@ -35,12 +35,19 @@
 #   4k       keep-alive GET /4k.bin (a 4 KiB file)
 #   1m       keep-alive GET /1m.bin (a 1 MiB file)
 #   close    GET /hello with "Connection: close" (a new connection each)
+# With BENCH_TLS=1 every server listens with TLS (one P-256 certificate,
+# bench/lib.sh) and wrk speaks https; two more workloads, by
+# bench/tls_conns.c (16 connections at a time, each: a TLS 1.3 handshake,
+# one GET /hello, close):
+#   full     a full handshake each
+#   resume   each resumes the previous connection's session (a ticket)
 # Other environment: ROUNDS (5), DURATION (5s), SERVER_CPU (0), WRK_CPU (1),
 # NULL_FLAGS (-m: the null servers send Content-Length alone).
 #
 #   bench/cpu.sh                                   # the issue's table
 #   SERVERS="null uring" WORKLOADS="hello 4k close" ROUNDS=7 bench/cpu.sh
 #   BASE=/old/build/colibri SERVERS="colibri base" WORKLOADS=hello bench/cpu.sh
+#   BENCH_TLS=1 SERVERS="colibri nginx" WORKLOADS="hello 4k 1m full resume" bench/cpu.sh
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -58,6 +65,11 @@ WORKLOADS=${WORKLOADS:-hello pipe16 4k 1m close}
 bench_need wrk taskset python3
 [ -x /usr/bin/time ] || bench_die "/usr/bin/time not found (make bench installs it: scripts/deps.sh bench)"
 bench_setup
+if [ "$BENCH_TLS" = 1 ] && [[ " $WORKLOADS " =~ \ (full|resume)\  ]]; then
+    TLS_CONNS=$BENCH_TMP/tls_conns
+    cc -O2 -o "$TLS_CONNS" "$BENCH_DIR/tls_conns.c" -lssl -lcrypto -lpthread ||
+        bench_die "cannot build bench/tls_conns.c (libssl-dev)"
+fi
 head -c 1048576 "$BENCH_ROOT/1m.bin" >/dev/null
 
 declare -A PID PORT # PID[server] or PID[server/body]; likewise PORT
@@ -131,7 +143,7 @@ ticks() {
 target() {
     local body=hello.txt path=/hello
     case $2 in
-    hello | pipe16 | close) ;;
+    hello | pipe16 | close | full | resume) ;;
     4k) body=4k.bin path=/4k.bin ;;
     1m) body=1m.bin path=/1m.bin ;;
     *) bench_die "unknown workload '$2'" ;;
@@ -148,8 +160,15 @@ load() { # WORKLOAD PORT PATH DURATION -> wrk's output
     close) args=(-H "Connection: close") ;;
     esac
     # wrk's own user + system time goes to $BENCH_TMP/wrk-time (10 ms units)
+    case $1 in
+    full | resume)
+        timeout 120 /usr/bin/time -f '%U %S' -o "$BENCH_TMP/wrk-time" \
+            taskset -c "$WRK_CPU" "$TLS_CONNS" "$2" "${4%s}" "$1" "$3"
+        return
+        ;;
+    esac
     timeout 120 /usr/bin/time -f '%U %S' -o "$BENCH_TMP/wrk-time" \
-        taskset -c "$WRK_CPU" wrk -t1 -c64 -d"$4" "${args[@]}" "http://127.0.0.1:$2$3"
+        taskset -c "$WRK_CPU" wrk -t1 -c64 -d"$4" "${args[@]}" "$BENCH_SCHEME://127.0.0.1:$2$3"
 }
 
 measure() { # SERVER WORKLOAD -> "requests req/s user_us sys_us oncpu_us wrk_us"
@@ -197,7 +216,7 @@ for w in $WORKLOADS; do
 done
 echo
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "wrk: taskset -c $WRK_CPU wrk -t1 -c64 -d$DURATION [-s bench/pipeline.lua | -H 'Connection: close'] http://127.0.0.1:PORT/PATH"
+echo "wrk: taskset -c $WRK_CPU wrk -t1 -c64 -d$DURATION [-s bench/pipeline.lua | -H 'Connection: close'] $BENCH_SCHEME://127.0.0.1:PORT/PATH; full, resume: taskset -c $WRK_CPU tls_conns PORT ${DURATION%s} full|resume /hello"
 python3 - "$results" "$SERVERS" <<'EOF'
 import statistics, sys
 servers = sys.argv[2].split()

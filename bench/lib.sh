@@ -85,6 +85,17 @@ bench_setup() {
     head -c 4096 /dev/urandom >"$BENCH_ROOT/4k.bin"
     head -c 1048576 /dev/urandom >"$BENCH_ROOT/1m.bin"
     chmod 644 "$BENCH_ROOT"/*
+    # BENCH_TLS=1: both servers speak TLS on their port, with one P-256
+    # certificate (CN localhost) made here; clients use https://
+    if [ "${BENCH_TLS:-0}" = 1 ]; then
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+            -subj /CN=localhost -keyout "$BENCH_TMP/key.pem" -out "$BENCH_TMP/cert.pem" 2>/dev/null ||
+            bench_die "openssl could not make a certificate"
+        chmod 644 "$BENCH_TMP/key.pem" "$BENCH_TMP/cert.pem"
+        BENCH_SCHEME=https
+    else
+        BENCH_SCHEME=http
+    fi
 }
 
 # bench_colibri_conf THREADS PORT -> path of the filled config
@@ -97,6 +108,10 @@ bench_colibri_conf() {
     if [ -n "${BENCH_CONF_EXTRA:-}" ]; then
         printf '%s\n' "${BENCH_CONF_EXTRA//@TMP@/$BENCH_TMP}" >>"$f"
     fi
+    if [ "${BENCH_TLS:-0}" = 1 ]; then
+        sed -i -e "s|^listener 127.0.0.1:$2\$|listener 127.0.0.1:$2 {\n    tls = true\n}|" \
+            -e "s|^site {\$|site {\n    tls_certificate = $BENCH_TMP/cert.pem\n    tls_key = $BENCH_TMP/key.pem|" "$f"
+    fi
     echo "$f"
 }
 
@@ -106,6 +121,11 @@ bench_nginx_conf() {
     [ "$(id -u)" -eq 0 ] && user="user nobody nogroup;"
     $PY render "$BENCH_DIR/nginx.conf.in" "$f" WORKERS="$1" PORT="$2" ROOT="$BENCH_ROOT" \
         TMP="$BENCH_TMP" USER_LINE="$user"
+    # as the comparison: the same certificate, tickets on (nginx's
+    # default), no session cache
+    if [ "${BENCH_TLS:-0}" = 1 ]; then
+        sed -i "s|listen 127.0.0.1:$2;|listen 127.0.0.1:$2 ssl;\n        ssl_certificate $BENCH_TMP/cert.pem;\n        ssl_certificate_key $BENCH_TMP/key.pem;\n        ssl_protocols TLSv1.2 TLSv1.3;\n        ssl_session_cache off;|" "$f"
+    fi
     echo "$f"
 }
 

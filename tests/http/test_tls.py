@@ -510,6 +510,22 @@ def test_resumption_with_a_ticket(make_server, certs, tmp_path, version):
     assert b"Reused, TLSv1." in out and b"Hello, World!" in out
 
 
+def test_a_resumed_tls13_handshake_gets_a_new_ticket(make_server, certs, tmp_path):
+    """TLS 1.3 tickets are for one use (RFC 8446 C.4): each resumed
+    handshake carries a fresh ticket, so a client resumes from ticket to
+    ticket for ever (a chain of five here), not twice and then a full
+    handshake."""
+    port = free_port()
+    make_server(site=tls_site(port))
+    sess = [str(tmp_path / ("s%d.pem" % i)) for i in range(6)]
+    assert b"New, TLSv1.3" in s_client(port, "-tls1_3", "-sess_out", sess[0])
+    for i in range(1, 6):
+        out = s_client(port, "-tls1_3", "-sess_in", sess[i - 1], "-sess_out", sess[i], "-msg")
+        assert b"Reused, TLSv1.3" in out and b"Hello, World!" in out, i
+        assert b"NewSessionTicket" in out, i
+        assert open(sess[i], "rb").read() != open(sess[i - 1], "rb").read()
+
+
 def test_tickets_off(make_server, certs, tmp_path):
     port = free_port()
     make_server(site=tls_site(port), tls_session_tickets="false")
@@ -691,3 +707,15 @@ def test_log_format_tls_fields(make_server, certs, tmp_path):
 def test_version_names_the_tls_library(tmp_path):
     out = subprocess.run([str(colibri_bin()), "--version"], capture_output=True, timeout=10).stdout
     assert b" tls\n" in out and b"\ntls: OpenSSL 3." in out, out
+
+
+def test_connection_close_ends_with_close_notify(make_server, certs):
+    """An answer with Connection: close ends with a close_notify alert, not a
+    bare FIN: a client that sees a truncated TLS stream (unexpected EOF)
+    must drop the session (OpenSSL marks it not resumable)."""
+    port = free_port()
+    make_server(site=tls_site(port))
+    for version in ("-tls1_3", "-tls1_2"):
+        out = s_client(port, version, "-msg")
+        assert b"Hello, World!" in out
+        assert b"Alert" in out and b"close_notify" in out, out[-600:]

@@ -282,6 +282,8 @@ static __attribute__((noinline)) void after_run(struct conn_ctx *ctx, enum conn_
     strbuf_reset(&ctx->out);
     if (v == CONN_LINGER || ctx->in_len > ctx->in_pos)
         linger(ctx);
+    else if (ctx->tls)
+        tls_close_notify(ctx); /* a clean end: the client keeps its session (RFC 8446 6.1) */
 }
 
 void conn_try_write(struct conn_ctx *ctx, const void *p, size_t len)

@@ -119,8 +119,14 @@ static int ticket_cb(SSL *ssl, unsigned char *name, unsigned char *iv, EVP_CIPHE
         memcpy(name, cur.name, sizeof(cur.name));
         return use_key(&cur, iv, cctx, hctx, 1);
     }
-    if (!memcmp(name, cur.name, sizeof(cur.name)))
-        return use_key(&cur, iv, cctx, hctx, 0);
+    /* TLS 1.3 tickets are for one use (RFC 8446 C.4: clients do not offer
+     * one twice), and a resumed handshake sends a new one only when this
+     * says 2 (renew): without it a client resumes twice, then falls back
+     * to a full handshake. TLS 1.2 tickets are reused as they are. */
+    if (!memcmp(name, cur.name, sizeof(cur.name))) {
+        int r = use_key(&cur, iv, cctx, hctx, 0);
+        return r == 1 && SSL_version(ssl) >= TLS1_3_VERSION ? 2 : r;
+    }
     /* the previous key still decrypts; 2 asks for a ticket under the new one */
     if (has_prev && !memcmp(name, prev.name, sizeof(prev.name)))
         return use_key(&prev, iv, cctx, hctx, 0) == 1 ? 2 : -1;
