@@ -17,7 +17,7 @@ LDCONFIG   ?= $(firstword $(wildcard /sbin/ldconfig /usr/sbin/ldconfig) ldconfig
 # samples/NAME/, each run with `make run-NAME`
 SAMPLES     = $(notdir $(patsubst %/CMakeLists.txt,%,$(wildcard samples/*/CMakeLists.txt)))
 
-.PHONY: all build asan run test layers unit blackbox spec format format-check bench fuzz coro-variants \
+.PHONY: all build asan run test layers unit blackbox spec format format-check bench fuzz coro-variants check-tls \
         deps test-deps clean install uninstall check-faults check-thread check-memcheck soak
 
 all: build
@@ -124,7 +124,18 @@ coro-variants:
 	@scripts/deps.sh cross
 	scripts/coro-variants.sh
 
-test: test-deps layers unit blackbox check-thread coro-variants format-check
+test: test-deps layers unit blackbox check-tls check-thread coro-variants format-check
+
+# The suites of files, WebSockets, SSE, bodies, uploads, forms, pipelining
+# and keep-alive once more over TLS (tests/http/conftest.py: every listener
+# with tls = true, every client through TLS; tests marked plain_only, which
+# look at plain HTTP's bytes on the socket, are skipped). About 1.5 min.
+TLS_SUITES = $(addprefix tests/http/,test_basic.py test_files.py test_websocket.py test_sse.py \
+    test_bodies.py test_body_spool.py test_multipart.py test_forms.py test_pipelining.py \
+    test_keepalive.py test_access_log_interrupted.py)
+check-tls: build test-deps
+	COLIBRI_TEST_TLS=1 COLIBRI_BIN=$(BUILD)/colibri $(VENV)/bin/pytest -q \
+	    -W "ignore:Unverified HTTPS request" $(TLS_SUITES)
 
 # The layer check: every #include points down, as ARCHITECTURE.md's table
 # says (scripts/layers.py), and the check itself fails on a wrong include

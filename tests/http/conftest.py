@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 import faulthook
-from rawhttp import TIME_SCALE, RawConn
+from rawhttp import TEST_TLS, TIME_SCALE, RawConn
 
 REPO = Path(__file__).resolve().parents[2]
 SANITIZER_RE = re.compile(rb"ERROR: \w*Sanitizer|runtime error:|WARNING: \w*Sanitizer")
@@ -112,6 +112,48 @@ def default_site(root):
     )
 
 
+if TEST_TLS:
+    # requests (the tests' client for whole requests) takes the suite's
+    # self-signed certificate without checking it
+    import requests
+    import urllib3
+
+    urllib3.disable_warnings()
+    _request = requests.Session.request
+
+    def _unverified(self, method, url, **kw):
+        kw.setdefault("verify", False)
+        return _request(self, method, url, **kw)
+
+    requests.Session.request = _unverified
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "plain_only(why): a test of plain HTTP's own bytes on the socket (raw sockets, "
+        "segments), skipped when COLIBRI_TEST_TLS=1 runs the suite over TLS")
+
+
+def pytest_runtest_setup(item):
+    m = item.get_closest_marker("plain_only")
+    if m and TEST_TLS:
+        pytest.skip("plain HTTP only: " + (m.args[0] if m.args else ""))
+
+
+def over_tls(base, text, site_text):
+    """COLIBRI_TEST_TLS=1: the config's listeners with TLS, and a
+    certificate (made once per test folder) in every site."""
+    cert, key = base / "suite-tls.pem", base / "suite-tls.key"
+    if not cert.exists():
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                        "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=localhost"],
+                       check=True, capture_output=True, timeout=60)
+    text = re.sub(r"(?m)^listener (\S+)$", r"listener \1 {\n    tls = true\n}", text)
+    site_text = re.sub(r"(?m)^(site\b[^\n{]*\{)$",
+                       r"\1\n    tls_certificate = %s\n    tls_key = %s" % (cert, key), site_text)
+    return text, site_text
+
+
 class Server:
     name = "colibri"  # for messages
 
@@ -132,7 +174,10 @@ class Server:
         for k, v in conf.items():
             if v is not None:
                 text += "%s = %s\n" % (k, v)
-        text += site if site is not None else default_site(self.root)
+        site_text = site if site is not None else default_site(self.root)
+        if TEST_TLS:
+            text, site_text = over_tls(base, text, site_text)
+        text += site_text
         self.config = base / ("%s.conf" % name)
         self.config.write_text(text)
         self.stderr_path = base / ("%s.stderr" % name)
@@ -215,7 +260,7 @@ class Server:
     @property
     def url(self):
         h = "[%s]" % self.host if ":" in self.host else self.host
-        return "http://%s:%d" % (h, self.port)
+        return "%s://%s:%d" % ("https" if TEST_TLS else "http", h, self.port)
 
     @property
     def hostport(self):

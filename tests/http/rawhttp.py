@@ -9,6 +9,21 @@ import time
 # Under a slow wrapper (make check-memcheck runs the server in valgrind) every
 # default wait below is this many times longer; 1 otherwise.
 TIME_SCALE = float(os.environ.get("COLIBRI_TIME_SCALE") or 1)
+# COLIBRI_TEST_TLS=1: every server the fixtures start listens with TLS
+# (conftest.py) and the clients here speak TLS to it (make check-tls)
+TEST_TLS = os.environ.get("COLIBRI_TEST_TLS") == "1"
+
+
+def maybe_tls(sock):
+    """sock, or sock wrapped in TLS (no certificate check, no SNI: the
+    default site's certificate) when the suite runs over TLS."""
+    if not TEST_TLS:
+        return sock
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx.wrap_socket(sock)
 
 
 class Closed(Exception):
@@ -82,6 +97,7 @@ class RawConn:
         self.sock.settimeout(timeout)
         self.sock.connect((host, port))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = maybe_tls(self.sock)
         self.buf = b""
         self.eof = False
         self.timeout = timeout

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from rawhttp import request
+from rawhttp import maybe_tls, request
 from test_logs import LINE, wait_lines
 
 SIZE = 200 * 1024 * 1024  # sparse: no disk is used
@@ -41,7 +41,7 @@ def test_client_hangs_up_mid_download(make_server, tmp_path):
     s = make_server(access_log=str(log))
     big_file(s)
     p = subprocess.run(
-        ["curl", "-s", "-o", "/dev/null", "--max-time", "1", "--limit-rate", "3M",
+        ["curl", "-k", "-s", "-o", "/dev/null", "--max-time", "1", "--limit-rate", "3M",
          "-w", "%{size_download}", "%s/huge.bin" % s.url],
         capture_output=True, timeout=20)
     assert p.returncode == 28, p  # curl's "operation timed out"
@@ -58,6 +58,7 @@ def test_client_hangs_up_mid_download(make_server, tmp_path):
 def slow_download(s, target="/huge.bin"):
     c = socket.create_connection((s.host, s.port))
     c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    c = maybe_tls(c)
     c.sendall(request("GET", target))
     head = c.recv(200)
     assert head.startswith(b"HTTP/1.1 200"), head

@@ -163,6 +163,7 @@ def test_options_asterisk_with_get_only_routes(make_server):
     assert options_asterisk_allow(s) == {"GET", "HEAD", "OPTIONS"}
 
 
+@pytest.mark.plain_only("a server without a site, so without a certificate")
 def test_options_asterisk_without_routes(make_server):
     s = make_server(site="")
     assert options_asterisk_allow(s) == {"OPTIONS"}

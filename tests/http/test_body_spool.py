@@ -106,6 +106,7 @@ def upload(port, body, digest, results, i):
         results[i] = repr(e)
 
 
+@pytest.mark.plain_only("its uploads are raw sockets")
 def test_peak_rss_bounded_by_body_memory_max(make_server):
     """4 concurrent 32 MiB uploads to echo with a 200M limit: the server's
     peak RSS grows by less than 40 MiB (it held each body about twice over:

@@ -145,6 +145,7 @@ def _fresh_request(server, headers):
         return _segments_in(c.sock)
 
 
+@pytest.mark.plain_only("counts TCP segments (TLS adds close_notify)")
 def test_close_answer_and_fin_share_a_segment(server):
     # The last answer on a closing connection waits (MSG_MORE) for the FIN,
     # so a client gets answer and end of stream in one segment: a closed

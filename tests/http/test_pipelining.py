@@ -6,6 +6,8 @@ import socket
 import threading
 import time
 
+import pytest
+
 from conftest import HELLO_TXT
 from rawhttp import recv_until, request
 
@@ -115,6 +117,7 @@ def test_pipeline_backpressure(server):
         assert not err
 
 
+@pytest.mark.plain_only("raw sockets")
 def test_request_sent_while_a_response_is_being_written_is_answered(make_server, tmp_path):
     # Edge-triggered epoll: bytes that arrive while the server waits to
     # write give no second edge; the server must still read them.
@@ -134,6 +137,7 @@ def test_request_sent_while_a_response_is_being_written_is_answered(make_server,
         c.close()
 
 
+@pytest.mark.plain_only("raw sockets")
 def test_pipelined_answers_are_not_held_back_by_a_slow_body(make_server):
     s = make_server(request_timeout="2s")
     c = socket.create_connection((s.host, s.port))

@@ -11,7 +11,7 @@ import struct
 import time
 import zlib
 
-from rawhttp import TIME_SCALE
+from rawhttp import TIME_SCALE, maybe_tls
 
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
@@ -61,6 +61,7 @@ class WS:
         else:
             self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = maybe_tls(self.sock)
         self.timeout = timeout
         self.buf = b""
         self.key = base64.b64encode(os.urandom(16)).decode()

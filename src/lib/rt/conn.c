@@ -186,6 +186,20 @@ void conn_writev(struct conn_ctx *ctx, struct iovec *iov, int iovcnt)
     }
 }
 
+void conn_write_part(struct conn_ctx *ctx, const void *p, size_t len, size_t after)
+{
+    struct iovec one = {.iov_base = (void *)p, .iov_len = len}, *iov = &one;
+    int iovcnt = 1;
+    while (iovcnt > 0) {
+        ssize_t n =
+            likely(!ctx->tls) ? sys_writev(ctx->fd, iov, iovcnt) : tls_writev(ctx, iov, iovcnt);
+        if (n < 0)
+            retry_or_abort(ctx, CONN_WAIT_WRITE, iov_total(iov, iovcnt) + after);
+        else
+            iovcnt = iov_skip(&iov, iovcnt, (size_t)n);
+    }
+}
+
 void conn_writev_rest(struct conn_ctx *ctx, struct iovec *iov, int iovcnt, ssize_t n)
 {
     if (n < 0)

@@ -115,6 +115,10 @@ int accept_one(int lfd, int *spare, struct conn_peer *peers, uint32_t max_fds);
 /* conn.c: suspends the coroutine until the socket is ready for what
  * (CONN_WAIT_READ or CONN_WAIT_WRITE), under the request timeout. */
 void conn_wait_io(struct conn_ctx *ctx, int what);
+/* conn.c: conn_write() of a part of something longer, with after bytes of
+ * it still to come: if the connection fails meanwhile, ctx->unsent counts
+ * them too (tls.c's file sends go out in parts). */
+void conn_write_part(struct conn_ctx *ctx, const void *p, size_t len, size_t after);
 
 /* wait.c: ends a connection's conn_sleep()/conn_wait_fd() without resuming
  * it: the timer is disarmed, the foreign fd leaves epoll. */

@@ -501,10 +501,12 @@ void tls_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len)
             len -= (size_t)n;
             continue;
         }
+        ctx->unsent = len; /* if the wait or the connection ends here */
         if (ssl_fail(ctx, ctx->tls, (int)n) < 0 && errno == EAGAIN)
             conn_wait_io(ctx, ctx->tls_want);
         else
             coro_abort(ctx->coro);
+        ctx->unsent = 0;
     }
     /* through ctx->out (empty here: the head went first), which stays the
      * connection's while it waits, so a retried write sees its bytes */
@@ -515,11 +517,14 @@ void tls_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len)
         ssize_t n = pread(file_fd, ctx->out.buf, want, offset);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n <= 0)
+        if (n <= 0) {
+            ctx->unsent = len;
             coro_abort(ctx->coro); /* an error, or the file shrank under us */
-        conn_write(ctx, ctx->out.buf, (size_t)n);
+        }
+        /* what went out is counted right when the client leaves midway */
         offset += n;
         len -= (size_t)n;
+        conn_write_part(ctx, ctx->out.buf, (size_t)n, len);
     }
     strbuf_reset(&ctx->out);
 }
