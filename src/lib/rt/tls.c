@@ -200,6 +200,9 @@ static SSL_CTX *site_ctx_new(struct tls_server *ts, char *err, size_t errlen)
      * retried from another buffer with the same bytes (conn_writev) */
     SSL_CTX_set_mode(c, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE |
                             SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    /* one read() per request: without read-ahead OpenSSL reads a record's
+     * 5-byte header and then its body, two system calls each time */
+    SSL_CTX_set_read_ahead(c, 1);
     /* tickets (stateless) resume; no session cache kept in memory */
     SSL_CTX_set_session_cache_mode(c, SSL_SESS_CACHE_OFF);
     if (ts->ktls)
@@ -536,7 +539,9 @@ void tls_idle(struct conn_ctx *ctx)
 
 bool tls_pending(const struct conn_ctx *ctx)
 {
-    return ctx->tls && SSL_pending(ctx->tls) > 0;
+    /* SSL_pending() counts decrypted bytes only; with read-ahead, whole
+     * records may wait undecrypted in OpenSSL's buffer too */
+    return ctx->tls && SSL_has_pending(ctx->tls);
 }
 
 void tls_try_write(struct conn_ctx *ctx, const void *p, size_t len)
