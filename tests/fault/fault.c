@@ -7,7 +7,8 @@
  * the return address in colibri's executable (stable from run to run of one
  * build; tests/fault/run.py resolves it with addr2line). A call that libc
  * makes for colibri (strdup calling malloc) is named by the first colibri
- * frame of its backtrace.
+ * frame of its backtrace; so are OpenSSL's reads and writes on a socket
+ * (a TLS connection's I/O).
  *
  * Environment (read once, at load; LD_PRELOAD is then removed so that no
  * child inherits the library):
@@ -28,6 +29,7 @@
 #include <errno.h>
 #include <execinfo.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <link.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -144,6 +146,17 @@ static bool is_eventfd(int fd)
     return n > 0 && (link[n] = 0, strstr(link, "eventfd") != NULL);
 }
 
+/* A socket: OpenSSL's reads and writes on a TLS connection's socket
+ * (its BIO calls read() and write()) are named by the colibri frame that
+ * called into OpenSSL (tls_read, tls_writev, tls_accept...), so that TLS's
+ * I/O fails, short and interrupted like plain I/O. Other reads and writes
+ * made by libraries (files, pipes) are not colibri's sites. */
+static bool lib_socket_io(uintptr_t ret, int fd)
+{
+    struct stat st;
+    return !in_exe(ret) && fd >= 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
 static bool seen_already(uint64_t key)
 {
     for (unsigned i = (unsigned)((key * 0x9e3779b97f4a7c15ull) >> 51) % SEEN_SLOTS, n = 0;
@@ -189,8 +202,8 @@ static uintptr_t site_of(uintptr_t ret, bool via_libc)
         return ret - exe_base;
     if (!via_libc)
         return 0;
-    void *frames[8];
-    int n = backtrace(frames, 8);
+    void *frames[16]; /* deep enough for SSL_read -> ... -> BIO -> read */
+    int n = backtrace(frames, 16);
     for (int i = 1; i < n; i++)
         if (in_exe((uintptr_t)frames[i]))
             return (uintptr_t)frames[i] - exe_base;
@@ -414,7 +427,7 @@ void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 
 ssize_t read(int fd, void *buf, size_t n)
 {
-    switch (decide(F_READ, RET, false, fd)) {
+    switch (decide(F_READ, RET, lib_socket_io(RET, fd), fd)) {
     case 1:
         errno = fail_errno;
         return -1;
@@ -439,7 +452,7 @@ ssize_t pread64(int fd, void *buf, size_t n, off_t off) __attribute__((alias("pr
 
 ssize_t write(int fd, const void *buf, size_t n)
 {
-    switch (decide(F_WRITE, RET, false, fd)) {
+    switch (decide(F_WRITE, RET, lib_socket_io(RET, fd), fd)) {
     case 1:
         errno = fail_errno;
         return -1;
