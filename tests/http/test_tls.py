@@ -13,6 +13,7 @@ import time
 import pytest
 
 from conftest import colibri_bin, free_port
+from rawhttp import TIME_SCALE
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 
@@ -444,6 +445,60 @@ def test_reload_replaces_the_certificate(make_server, certs, tmp_path):
     head, body, _ = read_response(keep)
     assert head.startswith(b"HTTP/1.1 200 ") and body == b"Hello, World!"
     keep.close()
+
+
+def test_reload_under_load_fails_no_request(make_server, certs, tmp_path):
+    """Certificates replaced and reloaded three times while four clients
+    send requests without a pause (new connections and keep-alive ones):
+    not one request fails, and handshakes after each reload see the new
+    certificate. Bounded: 3 reloads, at most 10 s."""
+    import signal as _signal
+    import threading
+    port = free_port()
+    s = make_server(site=tls_site(port))
+    stop, failures, done = threading.Event(), [], [0]
+
+    def client(keep_alive):
+        t = None
+        while not stop.is_set():
+            try:
+                if t is None:
+                    t = tls_conn(port)
+                t.sendall(b"GET /hello HTTP/1.1\r\nHost: default.test\r\n%s\r\n"
+                          % (b"" if keep_alive else b"Connection: close\r\n"))
+                head, body, _ = read_response(t)
+                assert head.startswith(b"HTTP/1.1 200 ") and body == b"Hello, World!", head
+                done[0] += 1
+                if not keep_alive:
+                    t.close()
+                    t = None
+            except Exception as e:  # noqa: BLE001 - every failure counts
+                failures.append(repr(e))
+                t = None
+        if t is not None:
+            t.close()
+
+    threads = [threading.Thread(target=client, args=(i % 2 == 0,)) for i in range(4)]
+    for th in threads:
+        th.start()
+    try:
+        deadline = time.monotonic() + 10 * TIME_SCALE
+        for i in range(3):
+            time.sleep(0.3)
+            make_cert(tmp_path, "default", "renewed%d.test" % i, ["default.test"])
+            n = s.stderr().count("[info] reloaded")
+            s.send_signal(_signal.SIGHUP)
+            while s.stderr().count("[info] reloaded") == n and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert s.stderr().count("[info] reloaded") > n, s.stderr()
+            assert "CN = renewed%d.test" % i in peer_cn(port, None)
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        for th in threads:
+            th.join(10)
+    assert not failures, failures[:5]
+    assert done[0] > 20, done
 
 
 def test_tls_in_the_sandbox(make_server, certs):
