@@ -361,14 +361,19 @@ void *tls_server_start_ctx(const struct tls_server *ts)
  * when it must wait), or 0 for the end of the stream. */
 static ssize_t ssl_fail(struct conn_ctx *ctx, SSL *ssl, int r)
 {
+    /* OpenSSL's socket BIO retries EINTR as it does EAGAIN (WANT_READ or
+     * WANT_WRITE), but an interrupted call may leave bytes in the socket
+     * that epoll will not announce again: the caller must retry at once,
+     * not wait. errno was cleared before the call, so it says which. */
+    int again = errno == EINTR ? EINTR : EAGAIN;
     switch (SSL_get_error(ssl, r)) {
     case SSL_ERROR_WANT_READ:
         ctx->tls_want = CONN_WAIT_READ;
-        errno = EAGAIN;
+        errno = again;
         return -1;
     case SSL_ERROR_WANT_WRITE:
         ctx->tls_want = CONN_WAIT_WRITE;
-        errno = EAGAIN;
+        errno = again;
         return -1;
     case SSL_ERROR_ZERO_RETURN:
         return 0;
@@ -434,10 +439,15 @@ int tls_accept(struct conn_ctx *ctx, struct tls_server *ts)
     ctx->in_pos = ctx->in_len = 0;
     for (;;) {
         ERR_clear_error();
+        errno = 0;
         int r = SSL_accept(ssl);
         if (r == 1)
             break;
-        if (ssl_fail(ctx, ssl, r) >= 0 || errno != EAGAIN)
+        if (ssl_fail(ctx, ssl, r) >= 0)
+            return -1;
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN)
             return -1;
         if (early && ctx->tls_want == CONN_WAIT_READ) {
             /* the early bytes are used up: on to the socket */
@@ -458,6 +468,7 @@ ssize_t tls_read(struct conn_ctx *ctx, void *buf, size_t len)
 {
     SSL *ssl = ctx->tls;
     ERR_clear_error();
+    errno = 0;
     int r = SSL_read(ssl, buf, (int)MIN(len, (size_t)INT32_MAX));
     return r > 0 ? r : ssl_fail(ctx, ssl, r);
 }
@@ -481,6 +492,7 @@ ssize_t tls_writev(struct conn_ctx *ctx, const struct iovec *iov, int iovcnt)
     if (!len)
         return 0;
     ERR_clear_error();
+    errno = 0;
     int r = SSL_write(ssl, p, (int)MIN(len, (size_t)INT32_MAX));
     if (r > 0)
         return r;
@@ -498,6 +510,7 @@ void tls_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len)
      * (zero copy). Not exercised on a kernel without the tls ULP. */
     while (len > 0 && BIO_get_ktls_send(SSL_get_wbio(ctx->tls))) {
         ERR_clear_error();
+        errno = 0;
         ossl_ssize_t n = SSL_sendfile(ctx->tls, file_fd, offset, len, 0);
         if (n > 0) {
             offset += n;
@@ -507,7 +520,7 @@ void tls_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len)
         ctx->unsent = len; /* if the wait or the connection ends here */
         if (ssl_fail(ctx, ctx->tls, (int)n) < 0 && errno == EAGAIN)
             conn_wait_io(ctx, ctx->tls_want);
-        else
+        else if (errno != EINTR)
             coro_abort(ctx->coro);
         ctx->unsent = 0;
     }
