@@ -612,6 +612,9 @@ def test_ktls_decision_is_logged_once_and_serving_works(make_server, certs):
     port = free_port()
     s = make_server(site=tls_site(port), error_log_level="info")
     want = "kTLS: the kernel has the tls ULP" if kernel_has_tls_ulp() else "kTLS: the kernel offers no tls ULP"
+    deadline = time.monotonic() + 5 * TIME_SCALE  # written as the server starts, maybe after it listens
+    while want not in s.stderr() and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert s.stderr().count(want) == 1, s.stderr()
     r = subprocess.run(["curl", "-sk", "https://127.0.0.1:%d/hello" % port], capture_output=True, timeout=30)
     assert r.stdout == b"Hello, World!"
@@ -620,6 +623,9 @@ def test_ktls_decision_is_logged_once_and_serving_works(make_server, certs):
 def test_ktls_off(make_server, certs, tmp_path):
     port = free_port()
     s = make_server(site=tls_site(port), error_log_level="info", ktls="off")
+    deadline = time.monotonic() + 5 * TIME_SCALE
+    while "kTLS: off" not in s.stderr() and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert "kTLS: off (ktls = off)" in s.stderr()
     r = check_config(tmp_path, "ktls = sometimes\n")
     assert r.returncode != 0 and "bad.conf:1: ktls: expected 'auto' or 'off'" in r.stderr.decode()

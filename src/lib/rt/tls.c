@@ -200,9 +200,6 @@ static SSL_CTX *site_ctx_new(struct tls_server *ts, char *err, size_t errlen)
      * retried from another buffer with the same bytes (conn_writev) */
     SSL_CTX_set_mode(c, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE |
                             SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-    /* one read() per request: without read-ahead OpenSSL reads a record's
-     * 5-byte header and then its body, two system calls each time */
-    SSL_CTX_set_read_ahead(c, 1);
     /* tickets (stateless) resume; no session cache kept in memory */
     SSL_CTX_set_session_cache_mode(c, SSL_SESS_CACHE_OFF);
     if (ts->ktls)
@@ -459,6 +456,12 @@ int tls_accept(struct conn_ctx *ctx, struct tls_server *ts)
         }
         conn_wait_io(ctx, ctx->tls_want);
     }
+    /* one read() per request from here: without read-ahead OpenSSL reads
+     * a record's 5-byte header and then its body, two system calls each
+     * time. Not during the handshake: with bytes read before it (behind a
+     * PROXY header) in a memory BIO, a read-ahead handshake stalled when
+     * the ClientHello came in parts (seen under valgrind). */
+    SSL_set_read_ahead(ssl, 1);
     ctx->tls = ssl;
     conn_progress(ctx); /* the first request gets its own timeout */
     return 0;
