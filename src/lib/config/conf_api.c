@@ -22,6 +22,12 @@ const char *colibri_conf_value(const struct colibri_conf *c)
     return node(c)->value;
 }
 
+const char *const *colibri_conf_words(const struct colibri_conf *c, size_t *n)
+{
+    *n = node(c)->n_words;
+    return (const char *const *)node(c)->words;
+}
+
 struct colibri_conf *colibri_conf_take(struct colibri_conf *section, const char *name)
 {
     return (struct colibri_conf *)config_take((struct config_node *)section, name);

@@ -12,6 +12,7 @@
 
 #include "base/log.h"
 #include "http/access_log.h"
+#include "http/filter.h"
 #include "http/request.h"
 #include "http/status.h"
 #include "http/vhost.h"
@@ -35,6 +36,7 @@ static __attribute__((noinline)) const struct trie *named_site(struct colibri_re
     if (!v)
         return cfg->routes;
     req->log = v->log;
+    req->filters = v->filters;
     return v->routes;
 }
 
@@ -108,6 +110,21 @@ site_of(struct colibri_request *req, struct colibri_response *resp, const struct
     return 0;
 }
 
+/* The site's filters before routing: rewrites, then access checks; the
+ * headers phase is armed for the answer's head. 0, or a status. */
+static __attribute__((noinline)) int filters_before(struct colibri_request *req,
+                                                    struct colibri_response *resp)
+{
+    const struct http_filters *fs = req->filters;
+    if (fs->first[COLIBRI_PHASE_HEADERS] < fs->first[COLIBRI_PHASE_HEADERS + 1])
+        req->head_filters = fs;
+    int r = http_filters_before(req, resp, fs);
+    if (r == -ELOOP)
+        LOG_LIMITED(LOG_WARN, "\"%.*s\": more than %d internal rewrites",
+                    (int)MIN(req->head->target.len, 200), req->head->target.p, HTTP_REWRITES_MAX);
+    return r < 0 ? http_status_of(r) : r;
+}
+
 static int dispatch(struct colibri_request *req, struct colibri_response *resp)
 {
     const struct http_head *head = req->head;
@@ -129,6 +146,8 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
     if (likely(!req->cfg->site_by_host))
         routes = req->cfg->routes;
     else if ((r = site_of(req, resp, &routes)))
+        return r;
+    if (unlikely(req->filters != NULL) && (r = filters_before(req, resp)))
         return r;
     const struct http_route *route = trie_lookup_segments(routes, req->path.p, req->path.len, NULL);
     if (!route)
@@ -186,6 +205,7 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
         .head_len = head_len,
         .max_body = hw->cfg->max_body,
         .log = hw->cfg->site_log,
+        .filters = hw->cfg->filters,
         .t0_ns = conn_worker_of(ctx)->mono_ns,
     };
     struct colibri_response resp = {.req = &req, .mime = "text/plain"};

@@ -119,6 +119,12 @@ struct colibri_request {
     struct http_mp *mp;         /* colibri_req_multipart_next()'s state, once called */
     const struct http_log *log; /* where its access log line goes (NULL: none) */
     uint64_t t0_ns;             /* the worker's clock when it began (request_time_ms) */
+    /* its site's filters (NULL: none), and those the head writer runs
+     * (NULL: none, or run already) */
+    const struct http_filters *filters;
+    const struct http_filters *head_filters;
+    unsigned rewrites;    /* internal rewrites so far (colibri_req_rewrite) */
+    struct view user;     /* the user an auth filter let in, for the access log */
 };
 
 struct colibri_response {
@@ -136,6 +142,7 @@ struct colibri_response {
      * first: for a caller whose lines outlive the writing of the head
      * (serve_files' precomputed ones, while it holds the cache entry) */
     struct view lines;
+    bool filtering; /* the headers phase runs (filter.c) */
 };
 
 /* --- request.c --- */

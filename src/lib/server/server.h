@@ -62,6 +62,11 @@ struct colibri_server {
     struct trie *loading; /* the named site being loaded: add_route's target (NULL: default) */
     int loading_line;     /* the config line being loaded (routes remember it), or 0 */
     bool has_default;     /* a "site { }", or a route added to the default site */
+    /* the filters (http/filter.h): the default site's, and by index of
+     * site_routes those of the named sites (n_site_filters of them so far) */
+    struct http_filters *filters;
+    struct http_filters *site_filters;
+    unsigned n_site_filters;
     struct colibri_handler **handlers; /* each its own allocation: routes point to them */
     bool *handler_lib;                 /* by handler: registered by a "module FILE" library */
     unsigned n_handlers;
