@@ -194,6 +194,9 @@ struct colibri_module {
      * module does not take are errors ("unknown key"). */
     int (*from_config)(struct colibri_server *srv, struct colibri_conf *section, char *err,
                        size_t errlen);
+    /* The module is a line ("rewrite REGEX TARGET"), not a section: its
+     * from_config() gets the line, whose words colibri_conf_words() gives. */
+    bool line_form;
 };
 
 /* Makes a module available to config files (copied; the name must be
@@ -265,6 +268,10 @@ const char *colibri_conf_value(const struct colibri_conf *c);
 /* The first key called name in the section, marked as read; NULL if absent.
  * Call again for a repeatable key. */
 struct colibri_conf *colibri_conf_take(struct colibri_conf *section, const char *name);
+/* The next key of the section not taken yet, whatever its name, marked
+ * as read; NULL after the last: for keys whose order matters ("allow",
+ * "deny"). */
+struct colibri_conf *colibri_conf_take_any(struct colibri_conf *section);
 /* "FILE:LINE: NAME: message" into err; returns -EINVAL. */
 int colibri_conf_error(const struct colibri_conf *c, char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -33,6 +33,11 @@ struct colibri_conf *colibri_conf_take(struct colibri_conf *section, const char 
     return (struct colibri_conf *)config_take((struct config_node *)section, name);
 }
 
+struct colibri_conf *colibri_conf_take_any(struct colibri_conf *section)
+{
+    return (struct colibri_conf *)config_take_any((struct config_node *)section);
+}
+
 int colibri_conf_error(const struct colibri_conf *c, char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;

@@ -26,12 +26,18 @@ int http_filters_add(struct http_filters *fs, const struct colibri_filter *f, co
         return -ENOMEM;
     }
     fs->v = v;
-    /* behind the last of its phase: the phases stay sorted */
+    /* behind the last of its phase: the phases stay sorted; in the
+     * headers phase behind the last of a prefix as short or shorter (outer
+     * sections first, in config order among equals) */
     unsigned at = fs->first[f->phase + 1];
+    size_t plen = strlen(p);
+    if (f->phase == COLIBRI_PHASE_HEADERS)
+        while (at > fs->first[f->phase] && v[at - 1].prefix_len > plen)
+            at--;
     memmove(v + at + 1, v + at, (fs->n - at) * sizeof(*v));
     v[at] = (struct http_filter){.f = *f,
                                  .prefix = p,
-                                 .prefix_len = strlen(p),
+                                 .prefix_len = plen,
                                  .data = data,
                                  .free_data = free_data,
                                  .line = line};
@@ -86,12 +92,12 @@ int http_filters_before(struct colibri_request *req, struct colibri_response *re
     return 0;
 }
 
-void http_filters_head(struct colibri_request *req, struct colibri_response *resp,
-                       const char **mime)
+const char *http_filters_head(struct colibri_request *req, struct colibri_response *resp,
+                              const char *mime)
 {
-    const struct http_filters *fs = req->head_filters;
     struct http_conn *hc = req->hc;
-    req->head_filters = NULL; /* once per answer */
+    const struct http_filters *fs = hc->filters;
+    req->head_filters = false; /* once per answer */
     /* the lines written from elsewhere join the handler's, so that a
      * filter sees (and may remove) every one */
     if (resp->lines.len) {
@@ -101,10 +107,10 @@ void http_filters_head(struct colibri_request *req, struct colibri_response *res
             hc->hdrs.len += resp->lines.len;
             resp->lines = (struct view){0};
         } else {
-            return; /* out of memory: the answer goes out unfiltered */
+            return mime; /* out of memory: the answer goes out unfiltered */
         }
     }
-    resp->mime = *mime;
+    resp->mime = mime;
     resp->filtering = true;
     for (unsigned i = fs->first[COLIBRI_PHASE_HEADERS]; i < fs->first[COLIBRI_PHASE_HEADERS + 1];
          i++) {
@@ -113,7 +119,7 @@ void http_filters_head(struct colibri_request *req, struct colibri_response *res
             f->f.fn(req, resp, f->data);
     }
     resp->filtering = false;
-    *mime = resp->mime;
+    return resp->mime;
 }
 
 int colibri_req_rewrite(struct colibri_request *req, const char *target, size_t len)

@@ -3,8 +3,10 @@
  * (access, auth, limits), on the answer's head (headers). The server
  * collects them per site in config order; the HTTP layer runs them.
  *
- * With no filter in a site, the request pays one test of req->filters
- * (dispatch) and one of req->head_filters (the head writer). */
+ * With no filter in a site, the request pays one test of the site's
+ * filters (dispatch) and one of req->head_filters (the head writer); its
+ * filter state lives in padding of struct colibri_request and, once a
+ * site has filters, in the connection's (hc->filters, hc->user). */
 #pragma once
 
 #include <stdbool.h>
@@ -53,6 +55,7 @@ void http_filters_free(struct http_filters *fs);
  * status to answer with. */
 int http_filters_before(struct colibri_request *req, struct colibri_response *resp,
                         const struct http_filters *fs);
-/* The headers phase, just before the head is written: *mime may change. */
-void http_filters_head(struct colibri_request *req, struct colibri_response *resp,
-                       const char **mime);
+/* The headers phase, just before the head is written: the type the
+ * answer goes out with (mime, or what a filter made it). */
+const char *http_filters_head(struct colibri_request *req, struct colibri_response *resp,
+                              const char *mime);

@@ -36,7 +36,7 @@ static __attribute__((noinline)) const struct trie *named_site(struct colibri_re
     if (!v)
         return cfg->routes;
     req->log = v->log;
-    req->filters = v->filters;
+    req->hc->filters = v->filters;
     return v->routes;
 }
 
@@ -103,6 +103,7 @@ site_of(struct colibri_request *req, struct colibri_response *resp, const struct
         *routes = cfg->routes;
         return 0;
     }
+    req->hc->filters = cfg->filters; /* the default site's, unless a named one answers */
     if (!(*routes = named_site(req, req->head->host)))
         return 421; /* no site of that name and no default site */
     if (req->ctx->tls && !sni_agrees(req->ctx, cfg, *routes))
@@ -113,11 +114,13 @@ site_of(struct colibri_request *req, struct colibri_response *resp, const struct
 /* The site's filters before routing: rewrites, then access checks; the
  * headers phase is armed for the answer's head. 0, or a status. */
 static __attribute__((noinline)) int filters_before(struct colibri_request *req,
-                                                    struct colibri_response *resp)
+                                                    struct colibri_response *resp,
+                                                    const struct http_filters *fs)
 {
-    const struct http_filters *fs = req->filters;
-    if (fs->first[COLIBRI_PHASE_HEADERS] < fs->first[COLIBRI_PHASE_HEADERS + 1])
-        req->head_filters = fs;
+    req->filtered = true;
+    req->hc->filters = fs;
+    req->hc->user = NULL;
+    req->head_filters = fs->first[COLIBRI_PHASE_HEADERS] < fs->first[COLIBRI_PHASE_HEADERS + 1];
     int r = http_filters_before(req, resp, fs);
     if (r == -ELOOP)
         LOG_LIMITED(LOG_WARN, "\"%.*s\": more than %d internal rewrites",
@@ -143,11 +146,16 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
     /* the site: while there is only the default site (and no listener
      * redirects), no host is looked at */
     const struct trie *routes;
-    if (likely(!req->cfg->site_by_host))
+    const struct http_filters *fs;
+    if (likely(!req->cfg->site_by_host)) {
         routes = req->cfg->routes;
-    else if ((r = site_of(req, resp, &routes)))
+        fs = req->cfg->filters;
+    } else if ((r = site_of(req, resp, &routes))) {
         return r;
-    if (unlikely(req->filters != NULL) && (r = filters_before(req, resp)))
+    } else {
+        fs = req->hc->filters;
+    }
+    if (unlikely(fs != NULL) && (r = filters_before(req, resp, fs)))
         return r;
     const struct http_route *route = trie_lookup_segments(routes, req->path.p, req->path.len, NULL);
     if (!route)
@@ -205,7 +213,6 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
         .head_len = head_len,
         .max_body = hw->cfg->max_body,
         .log = hw->cfg->site_log,
-        .filters = hw->cfg->filters,
         .t0_ns = conn_worker_of(ctx)->mono_ns,
     };
     struct colibri_response resp = {.req = &req, .mime = "text/plain"};

@@ -31,6 +31,7 @@ enum field {
     F_USER_AGENT,
     F_HOST,
     F_COMPLETION,
+    F_REMOTE_USER,
     F_COUNT
 };
 
@@ -50,6 +51,7 @@ static const char *const field_names[F_COUNT] = {
     [F_USER_AGENT] = "user_agent",
     [F_HOST] = "host",
     [F_COMPLETION] = "completion",
+    [F_REMOTE_USER] = "remote_user",
 };
 
 #define LITERAL 0xff
@@ -296,6 +298,10 @@ static struct val value(struct line *l, enum field f)
     case F_HOST:
         return head->host.len ? (struct val){.kind = K_STR, .s = head->host}
                               : (struct val){.kind = K_NONE};
+    case F_REMOTE_USER: {
+        const char *u = HTTP_REQ_USER(req);
+        return u ? (struct val){.kind = K_STR, .s = {u, strlen(u)}} : (struct val){.kind = K_NONE};
+    }
     case F_COMPLETION:
         return l->resp->interrupted ? (struct val){.kind = K_NONE}
                                     : (struct val){.kind = K_SAFE, .s = {.p = "OK", .len = 2}};

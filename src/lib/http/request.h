@@ -93,7 +93,14 @@ struct http_conn {
     bool mid_request;            /* part of a request is buffered or being read (408 on timeout) */
     bool after_proxy_hdr;        /* a PROXY header came, its first request not yet: not idle */
     struct colibri_response *resp; /* the request handle() runs now (on its stack) */
+    /* set when a request's site has filters (req->filtered), else stale:
+     * those filters, and the user an auth filter let in (NUL-terminated,
+     * in the arena; NULL: none), for the access log */
+    const struct http_filters *filters;
+    const char *user;
 };
+/* The user an auth filter let in, or NULL. */
+#define HTTP_REQ_USER(req) ((req)->filtered ? (req)->hc->user : NULL)
 
 struct colibri_request {
     struct conn_ctx *ctx;
@@ -112,6 +119,13 @@ struct colibri_request {
      * cleared when reading starts (the closing lifted) or when a head
      * announced the close (it stays) */
     bool expect_closing;
+    /* filters (in the padding before needs: a request without any pays
+     * nothing to zero): whether its site's ran (hc->filters, hc->user are
+     * then this request's), whether the head writer runs their headers
+     * phase (once), and the internal rewrites so far */
+    bool filtered;
+    bool head_filters;
+    uint8_t rewrites;
     unsigned needs;   /* the handler's enum colibri_need */
     struct view path; /* decoded and normalised: the head's bytes, or the arena's */
     uint64_t body_left;
@@ -119,12 +133,6 @@ struct colibri_request {
     struct http_mp *mp;         /* colibri_req_multipart_next()'s state, once called */
     const struct http_log *log; /* where its access log line goes (NULL: none) */
     uint64_t t0_ns;             /* the worker's clock when it began (request_time_ms) */
-    /* its site's filters (NULL: none), and those the head writer runs
-     * (NULL: none, or run already) */
-    const struct http_filters *filters;
-    const struct http_filters *head_filters;
-    unsigned rewrites;    /* internal rewrites so far (colibri_req_rewrite) */
-    struct view user;     /* the user an auth filter let in, for the access log */
 };
 
 struct colibri_response {

@@ -280,8 +280,8 @@ static inline __attribute__((always_inline)) void write_head(struct colibri_requ
                                                              int status, int64_t content_length,
                                                              const char *mime, struct view body)
 {
-    if (unlikely(req->head_filters != NULL))
-        http_filters_head(req, resp, &mime);
+    if (unlikely(req->head_filters))
+        mime = http_filters_head(req, resp, mime);
     if (likely(status == 200 && content_length >= 0) &&
         write_head_ok(req, resp, (uint64_t)content_length, mime, body))
         return;

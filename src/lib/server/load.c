@@ -343,7 +343,9 @@ static void load_site_body(struct colibri_server *srv, struct config_node *site,
                                  n->name);
             else if (!m)
                 r = config_error(n, err, errlen, "unknown key in site");
-            else if (!n->is_section)
+            else if (m->line_form && n->is_section)
+                r = config_error(n, err, errlen, "is a line, not a section");
+            else if (!n->is_section && !m->line_form)
                 r = config_error(n, err, errlen, "expected '%s PREFIX { ... }'", n->name);
             else if ((r = m->from_config(srv, (struct colibri_conf *)n, err, errlen)) && !err[0])
                 /* the module said nothing: at least say where */
