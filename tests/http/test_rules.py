@@ -543,3 +543,91 @@ def test_quoted_value_with_escapes(make_server):
         "handler / hello_world",
     ))
     assert get(s, "/").header("X-Quoted") == 'a "quoted" value; with = and <brackets> \\ end'
+
+
+# ---- limit -----------------------------------------------------------------------
+
+
+def burst_of_gets(server, path, n, headers=()):
+    """N keep-alive GETs on one connection: the statuses."""
+    out = []
+    with server.conn() as c:
+        for _ in range(n):
+            c.send(request("GET", path, headers=list(headers)))
+            out.append(c.read_response())
+    return out
+
+
+def test_limit_burst_then_rate_and_retry_after(make_server):
+    s = make_server(threads="2", site=site(
+        "limit /api {", "    rate = 2/s", "    burst = 4", "}",
+        "handler /api hello_world", "handler /free hello_world"))
+    rs = burst_of_gets(s, "/api", 8)
+    codes = [r.status for r in rs]
+    # one at the rate and the burst of 4 above it, then refused
+    assert codes[:5] == [200] * 5 and codes[5:] == [429] * 3, codes
+    assert 1 <= int(rs[-1].header("Retry-After")) <= 2
+    assert all(r.status == 200 for r in burst_of_gets(s, "/free", 10))
+    time.sleep(1.1)  # two more requests' worth
+    codes = [r.status for r in burst_of_gets(s, "/api", 3)]
+    assert codes == [200, 200, 429], codes
+
+
+def test_limit_holds_across_workers_under_load(make_server):
+    """Many connections on 2 worker threads, for 2 s: the requests let in
+    are the burst plus rate * time, within 10 %, not that per worker."""
+    import threading
+    rate, seconds = 100, 2.0
+    s = make_server(threads="2", site=site(
+        "limit / {", "    rate = %d/s" % rate, "    burst = 0", "}", "handler / hello_world"))
+    ok = []
+    stop = time.monotonic() + seconds
+
+    def hammer():
+        n = 0
+        with s.conn() as c:
+            while time.monotonic() < stop:
+                c.send(request("GET", "/"))
+                if c.read_response().status == 200:
+                    n += 1
+        ok.append(n)
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=hammer) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    took = time.monotonic() - t0
+    want = 1 + rate * took
+    assert abs(sum(ok) - want) <= 0.1 * want, (sum(ok), want, ok)
+
+
+def test_limit_key_header_and_distinct_keys_stay_bounded(make_server):
+    s = make_server(threads="1", site=site(
+        "limit / {", "    rate = 1/h", "    key = header:X-Key", "}", "handler / hello_world"))
+    assert [r.status for r in burst_of_gets(s, "/", 2, [("X-Key", "a")])] == [200, 429]
+    assert burst_of_gets(s, "/", 1, [("X-Key", "b")])[0].status == 200
+
+    def rss_kib():
+        for line in open("/proc/%d/status" % s.proc.pid):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+
+    before = rss_kib()
+    with s.conn() as c:
+        for i in range(20000):  # more distinct keys than the table holds
+            c.send(request("GET", "/", headers=[("X-Key", "k%d" % i)]))
+            assert c.read_response().status == 200
+    # the table is fixed (16384 entries): the flood costs no memory
+    assert rss_kib() - before < 2048, (before, rss_kib())
+
+
+def test_limit_config_errors(tmp_path):
+    for bad in ("10", "10/x", "0/s", "-1/s", "1/sec", "abc"):
+        expect_error(tmp_path, ["limit / {", "    rate = %s" % bad, "}"], 4, "rate",
+                     "'%s' is not a rate (N/s, N/m or N/h, N from 1 to 1000000000)" % bad)
+    expect_error(tmp_path, ["limit / {", "    burst = 3", "}"], 3, "limit", "needs 'rate = N/s' (or N/m, N/h)")
+    expect_error(tmp_path, ["limit / {", "    rate = 1/s", "    key = cookie", "}"], 5, "key",
+                 "'cookie': expected client or header:NAME")
+    expect_error(tmp_path, ["limit / {", "    rate = 1/s", "    burst = lots", "}"], 5, "burst", "")
