@@ -631,3 +631,45 @@ def test_limit_config_errors(tmp_path):
     expect_error(tmp_path, ["limit / {", "    rate = 1/s", "    key = cookie", "}"], 5, "key",
                  "'cookie': expected client or header:NAME")
     expect_error(tmp_path, ["limit / {", "    rate = 1/s", "    burst = lots", "}"], 5, "burst", "")
+
+
+# ---- max_connections_per_client ---------------------------------------------------
+
+
+@pytest.mark.parametrize("accept", ["reuseport", "thread"])
+def test_max_connections_per_client(make_server, accept):
+    s = make_server(threads="2", accept=accept, max_connections_per_client="3")
+    held = []
+    for _ in range(3):
+        c = s.conn()
+        c.send(request("GET", "/hello"))
+        assert c.read_response().status == 200
+        held.append(c)
+    extra = s.conn()
+    extra.send(request("GET", "/hello"))
+    assert extra.wait_closed(timeout=5)  # closed at accept, not a byte of answer
+    assert "max_connections_per_client (3) reached: a new connection closed (1 so far)" in s.stderr()
+    # one of the three goes: a new one is let in (the count went down)
+    held.pop().close()
+    deadline = time.monotonic() + 5
+    while True:
+        c = s.conn()
+        c.send(request("GET", "/hello"))
+        try:
+            assert c.read_response(timeout=2).status == 200
+            held.append(c)
+            break
+        except Exception:
+            c.close()
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    for c in held:
+        c.close()
+
+
+def test_max_connections_per_client_config_errors(tmp_path):
+    p, conf = check_config(tmp_path, "listener 127.0.0.1:0\nmax_connections_per_client = -1\n")
+    assert p.returncode == 1
+    assert "%s:2: max_connections_per_client: " % conf in p.stderr, p.stderr
+    p, conf = check_config(tmp_path, "listener 127.0.0.1:0\nmax_connections_per_client = lots\n")
+    assert "%s:2: max_connections_per_client: " % conf in p.stderr, p.stderr

@@ -502,6 +502,13 @@ static void load_settings(struct colibri_server *srv, struct config *cfg, struct
         else
             srv->n_threads = (unsigned)v;
     }
+    if ((n = config_take(root, "max_connections_per_client"))) {
+        long v;
+        if ((r = config_int(n, 0, 1000000, &v, err, errlen)))
+            note(e, n, err);
+        else
+            srv->max_conn_per_client = (uint32_t)v;
+    }
     if ((n = config_take(root, "keep_alive_timeout")) &&
         (r = seconds(n, &srv->wcfg.keep_alive_s, err, errlen)))
         note(e, n, err);

@@ -134,6 +134,8 @@ static void restart_only(struct colibri_server *srv, struct colibri_server *next
         {"error_log_level", b->level != a->level, b->level},
         {"pid_file", str_differ(b->pid_path, a->pid_path), sig_str(b->pid_path)},
         {"sandbox", next->sandbox_on != srv->sandbox_on, next->sandbox_on},
+        {"max_connections_per_client", next->max_conn_per_client != srv->max_conn_per_client,
+         next->max_conn_per_client},
     };
     _Static_assert(N_ELEMENTS(keys) <= N_ELEMENTS(srv->restart_seen), "room for every key");
     for (size_t i = 0; i < N_ELEMENTS(keys); i++) {

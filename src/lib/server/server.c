@@ -483,6 +483,8 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
 
     unsigned n = srv->n_threads ? srv->n_threads : server_cpu_count();
     srv->max_fds = raise_fd_limit();
+    if (accept_client_limit(srv->max_conn_per_client, srv->max_fds) < 0)
+        return err_set(err, errlen, -ENOMEM, NULL, "max_connections_per_client: out of memory");
     /* mapped: page-aligned, so each pair of 32-byte entries fills exactly
      * one cache line, and untouched pages of the table cost no memory */
     size_t table = (size_t)srv->max_fds * sizeof(struct conn);

@@ -82,6 +82,7 @@ struct colibri_server {
     bool *listen_shared;   /* by listener: one socket shared by all workers (systemd's) */
     struct privs privs;    /* "user", "chroot" */
     bool accept_thread;    /* accept = thread: one acceptor deals fds to workers */
+    uint32_t max_conn_per_client; /* max_connections_per_client; 0: none */
     int acceptor_wake;     /* eventfd, acceptor mode only */
     int *acceptor_fds;     /* its sockets, until the acceptor takes them */
     /* "sandbox = true"; the paths it allows (NULL until one is named) */
