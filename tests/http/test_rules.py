@@ -673,3 +673,94 @@ def test_max_connections_per_client_config_errors(tmp_path):
     assert "%s:2: max_connections_per_client: " % conf in p.stderr, p.stderr
     p, conf = check_config(tmp_path, "listener 127.0.0.1:0\nmax_connections_per_client = lots\n")
     assert "%s:2: max_connections_per_client: " % conf in p.stderr, p.stderr
+
+
+# ---- metrics ---------------------------------------------------------------------
+
+
+def metrics_server(make_server):
+    return make_server(threads="2", site=site(
+        "metrics /metrics {", "    allow = 127.0.0.1/8 ::1", "}",
+        "metrics /closed-metrics {", "    allow = 10.0.0.0/8", "}",
+        "handler /hello hello_world"))
+
+
+def scrape(s):
+    r = get(s, "/metrics")
+    assert r.status == 200
+    assert r.header("Content-Type") == "text/plain; version=0.0.4; charset=utf-8"
+    return r.body.decode()
+
+
+def sample(text, name, labels=""):
+    m = re.search(r"^%s%s (\S+)$" % (re.escape(name), re.escape(labels)), text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def test_metrics_count_requests_across_workers(make_server):
+    s = metrics_server(make_server)
+    for _ in range(5):
+        assert get(s, "/hello").status == 200
+    with s.conn() as c:  # keep-alive: 3 requests on one connection
+        for _ in range(3):
+            c.send(request("GET", "/nope"))
+            assert c.read_response().status == 404
+    assert get(s, "/closed-metrics").status == 403
+    text = scrape(s)
+    assert sample(text, "colibri_http_requests_total", '{site="default",code="2xx",method="GET"}') == 5
+    assert sample(text, "colibri_http_requests_total", '{site="default",code="4xx",method="GET"}') == 4
+    assert sample(text, "colibri_http_keepalive_requests_total") >= 2
+    assert sample(text, "colibri_http_request_duration_seconds_count") == 9
+    assert sample(text, "colibri_http_request_duration_seconds_bucket", '{le="+Inf"}') == 9
+    assert sample(text, "colibri_http_response_body_bytes_total") > 0
+    assert sample(text, "process_open_fds") > 0
+    assert sample(text, "process_resident_memory_bytes") > 0
+    if shutil.which("promtool"):
+        p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+        assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_metrics_scraped_by_prometheus(make_server, tmp_path):
+    """Prometheus itself scrapes colibri; its HTTP API gives back the count."""
+    import json
+    import urllib.request
+    if not shutil.which("prometheus"):
+        pytest.skip("no prometheus")
+    s = metrics_server(make_server)
+    for _ in range(7):
+        assert get(s, "/nope").status == 404
+    from conftest import free_port
+    port = free_port()
+    (tmp_path / "prom.yml").write_text(
+        "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: colibri\n"
+        "    static_configs:\n      - targets: ['%s']\n" % s.hostport)
+    with open(tmp_path / "prom.log", "wb") as log:
+        prom = subprocess.Popen(["prometheus", "--config.file=%s" % (tmp_path / "prom.yml"),
+                                 "--storage.tsdb.path=%s" % (tmp_path / "tsdb"),
+                                 "--web.listen-address=127.0.0.1:%d" % port],
+                                stdout=log, stderr=log)
+    try:
+        q = "http://127.0.0.1:%d/api/v1/query?query=%s" % (
+            port, urllib.request.quote('colibri_http_requests_total{code="4xx",method="GET",site="default"}'))
+        deadline = time.monotonic() + 30
+        value = None
+        while time.monotonic() < deadline:
+            try:
+                data = json.load(urllib.request.urlopen(q, timeout=2))
+                res = data["data"]["result"]
+                if res:
+                    value = float(res[0]["value"][1])
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        assert value == 7, (value, (tmp_path / "prom.log").read_text()[-2000:])
+    finally:
+        prom.terminate()
+        prom.wait(10)
+
+
+def test_metrics_config_errors(tmp_path):
+    expect_error(tmp_path, ["metrics /m {", "    allow = 300.1.1.1", "}"], 4, "allow",
+                 "bad CIDR '300.1.1.1': not an IPv4 or IPv6 address (or 'all')")
+    expect_error(tmp_path, ["metrics /m {", "    deny = all", "}"], 4, "deny", "unknown key")

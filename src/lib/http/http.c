@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "http/access_log.h"
 #include "http/filter.h"
+#include "http/metrics.h"
 #include "http/request.h"
 #include "http/status.h"
 #include "http/vhost.h"
@@ -259,6 +260,8 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
                     resp.final_status);
     if (req.log)
         http_access_log(&req, &resp);
+    if (unlikely(atomic_load_explicit(&http_metrics_on, memory_order_relaxed)))
+        http_metrics_count(&req, &resp);
     hc->resp = NULL; /* logged: nothing left for abandon() */
     if (ctx->out.len >= OUT_FLUSH_AT)
         conn_flush(ctx);
@@ -346,6 +349,11 @@ static enum conn_verdict run(struct conn_ctx *ctx)
     struct http_worker *hw = conn_worker_state(ctx);
     hc->closing = hc->lingering = hc->mid_request = hc->after_proxy_hdr = false;
     hc->resp = NULL;
+    if (ctx->fresh) {
+        hc->served = 0;
+        if (unlikely(atomic_load_explicit(&http_metrics_on, memory_order_relaxed)))
+            http_metrics_connection(hw);
+    }
 
     for (;;) {
         struct http_head head;
@@ -518,6 +526,8 @@ struct http_worker *http_worker_new(const struct http_config *cfg)
         free(hw);
         hw = NULL;
     }
+    if (hw)
+        http_metrics_register(hw);
     return hw;
 }
 
@@ -537,6 +547,7 @@ void http_worker_free(struct http_worker *hw)
 {
     if (!hw)
         return;
+    http_metrics_unregister(hw);
     for (unsigned i = 0; i < HTTP_LOG_FILES_MAX; i++)
         strbuf_free(&hw->log[i].b);
     tpl_scratch_free(hw->scratch);

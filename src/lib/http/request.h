@@ -16,6 +16,7 @@
 #include "http/chunked.h"
 #include "http/fields.h"
 #include "http/http.h"
+#include "http/metrics.h"
 #include "http/uri.h"
 
 /* A worker thread's HTTP state (the runtime's proto_state). */
@@ -54,6 +55,8 @@ struct http_worker {
     time_t log_iso_time; /* the second log_iso shows */
     char log_iso[40];    /* "2026-11-22T13:40:00+00:00" */
     size_t log_iso_len;
+    struct http_metrics metrics;          /* this worker's counters (http/metrics.h) */
+    struct http_worker *metrics_next;     /* the workers a scrape sums */
     struct conn_peer log_peer; /* the last client logged, and its address as text */
     char log_peer_str[48];
     size_t log_peer_len;
@@ -98,6 +101,7 @@ struct http_conn {
      * in the arena; NULL: none), for the access log */
     const struct http_filters *filters;
     const char *user;
+    uint32_t served; /* requests answered on the connection (with metrics on) */
 };
 /* The user an auth filter let in, or NULL. */
 #define HTTP_REQ_USER(req) ((req)->filtered ? (req)->hc->user : NULL)
