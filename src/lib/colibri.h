@@ -239,8 +239,8 @@ struct colibri_filter {
  * call and free_data(data) runs when the server is freed (also here when
  * the filter cannot be added). 0, or -errno with err set. */
 int colibri_server_add_filter(struct colibri_server *srv, const char *prefix,
-                              const struct colibri_filter *f, void *data,
-                              void (*free_data)(void *), char *err, size_t errlen);
+                              const struct colibri_filter *f, void *data, void (*free_data)(void *),
+                              char *err, size_t errlen);
 /* Rewrite phase: the request's target becomes target (len bytes, an
  * origin-form "/path?query": percent-encoded, normalised and checked as a
  * request's), and the request is routed again. colibri_req_target() keeps

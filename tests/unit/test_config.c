@@ -263,13 +263,12 @@ TEST(quoted_values)
 TEST(quoted_words)
 {
     setenv("COLIBRI_TEST_W", "env", 1);
-    struct config *cfg =
-        parse("set X-A = \"a; with = and <brackets>\"  # c\n"
-              "add  Link   =  \"</s.css>; rel=preload\" \"x \\\" y\"\n"
-              "plain a   b ${COLIBRI_TEST_W}\n"
-              "rewrite ^/(?<n>[a-z]+)$ /x/${n}\n"
-              "rewrite \"^/a b\\d+$\" \"/c\\\"d\"\n"
-              "s \"a b\" {\n}\n");
+    struct config *cfg = parse("set X-A = \"a; with = and <brackets>\"  # c\n"
+                               "add  Link   =  \"</s.css>; rel=preload\" \"x \\\" y\"\n"
+                               "plain a   b ${COLIBRI_TEST_W}\n"
+                               "rewrite ^/(?<n>[a-z]+)$ /x/${n}\n"
+                               "rewrite \"^/a b\\d+$\" \"/c\\\"d\"\n"
+                               "s \"a b\" {\n}\n");
     CHECK(cfg != NULL);
     if (!cfg) {
         fprintf(stderr, "  %s\n", err);

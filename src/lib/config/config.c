@@ -447,8 +447,9 @@ static int value_words(struct parser *ps, const char *key, size_t keylen, const 
             break;
         }
         if ((*p == '{' || *p == '}') && (p + 1 == e || is_ws(p[1])))
-            return parse_error(ps, key, keylen, *p == '{' ? "'{' must end the line"
-                                                          : "'}' must be on a line of its own");
+            return parse_error(ps, key, keylen,
+                               *p == '{' ? "'{' must end the line"
+                                         : "'}' must be on a line of its own");
         int r;
         if (*p == '"') {
             quoted = true;

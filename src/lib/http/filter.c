@@ -167,8 +167,8 @@ int colibri_resp_header_remove(struct colibri_response *resp, const char *name)
     while (at < h->len) {
         const char *eol = memchr(h->buf + at, '\n', h->len - at);
         size_t end = eol ? (size_t)(eol - h->buf) + 1 : h->len;
-        bool drop = end - at > nlen && h->buf[at + nlen] == ':' &&
-                    mem_case_eq(h->buf + at, name, nlen);
+        bool drop =
+            end - at > nlen && h->buf[at + nlen] == ':' && mem_case_eq(h->buf + at, name, nlen);
         if (drop) {
             n++;
         } else {

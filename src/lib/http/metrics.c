@@ -22,10 +22,12 @@ static struct http_worker *workers; /* linked by metrics_next */
 static time_t start_time;
 
 /* Upper bounds of the duration buckets, in microseconds. */
-static const uint64_t bucket_us[HTTP_METRICS_BUCKETS] = {
-    1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000};
+static const uint64_t bucket_us[HTTP_METRICS_BUCKETS] = {1000,    2500,    5000,    10000,  25000,
+                                                         50000,   100000,  250000,  500000, 1000000,
+                                                         2500000, 5000000, 10000000};
 static const char *const bucket_le[HTTP_METRICS_BUCKETS] = {
-    "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10"};
+    "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1",
+    "0.25",  "0.5",    "1",     "2.5",  "5",     "10"};
 
 /* The owner's increment: a load and a store, no locked instruction. */
 static inline void bump(_Atomic uint64_t *c, uint64_t by)

@@ -12,7 +12,8 @@
 #include "base/strbuf.h"
 #include "colibri.h"
 
-#define HTTP_METRICS_SITES   16 /* 0: the default site; i + 1: the named site i (the last takes the rest) */
+#define HTTP_METRICS_SITES                                                                         \
+    16 /* 0: the default site; i + 1: the named site i (the last takes the rest) */
 #define HTTP_METRICS_BUCKETS 13
 
 struct http_metrics {

@@ -55,9 +55,9 @@ struct http_worker {
     time_t log_iso_time; /* the second log_iso shows */
     char log_iso[40];    /* "2026-11-22T13:40:00+00:00" */
     size_t log_iso_len;
-    struct http_metrics metrics;          /* this worker's counters (http/metrics.h) */
-    struct http_worker *metrics_next;     /* the workers a scrape sums */
-    struct conn_peer log_peer; /* the last client logged, and its address as text */
+    struct http_metrics metrics;      /* this worker's counters (http/metrics.h) */
+    struct http_worker *metrics_next; /* the workers a scrape sums */
+    struct conn_peer log_peer;        /* the last client logged, and its address as text */
     char log_peer_str[48];
     size_t log_peer_len;
 };

@@ -22,7 +22,7 @@ struct http_vhost {
     const char *name; /* canonical: lower case, no port, no trailing dot */
     size_t len;
     const struct trie *routes;
-    const struct http_log *log; /* its site's access log (NULL: none) */
+    const struct http_log *log;         /* its site's access log (NULL: none) */
     const struct http_filters *filters; /* its site's filters (http/filter.h); NULL: none */
 };
 

@@ -62,7 +62,7 @@ struct fail_slot {
 
 struct auth {
     char *path;
-    char *challenge; /* the WWW-Authenticate value */
+    char *challenge;      /* the WWW-Authenticate value */
     pthread_mutex_t lock; /* users, file identity, cache, failures */
     struct htpasswd users;
     struct stat st; /* of the file users came from */
@@ -180,8 +180,8 @@ static int check(struct colibri_request *req, struct colibri_response *resp, voi
     cidr_addr(peer->family, peer->addr, addr);
     pthread_mutex_lock(&a->lock);
     struct fail_slot *fs = fail_slot(a, addr);
-    bool blocked = !memcmp(fs->addr, addr, 16) && fs->count >= FAIL_MAX &&
-                   now - fs->since_s < FAIL_WINDOW_S;
+    bool blocked =
+        !memcmp(fs->addr, addr, 16) && fs->count >= FAIL_MAX && now - fs->since_s < FAIL_WINDOW_S;
     uint64_t retry = blocked ? FAIL_WINDOW_S - (now - fs->since_s) : 0;
     pthread_mutex_unlock(&a->lock);
     if (blocked) {

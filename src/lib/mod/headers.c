@@ -111,9 +111,8 @@ static int one(struct colibri_conf *k, struct op *o, char *err, size_t errlen)
         /* NAME = VALUE, or NAME VALUE; the value one word (quote it) */
         size_t v = n >= 2 && !strcmp(w[1], "=") ? 2 : 1;
         if (n != v + 1)
-            return colibri_conf_error(k, err, errlen,
-                                      "expected '%s NAME = VALUE' (quote a value with blanks)",
-                                      key);
+            return colibri_conf_error(
+                k, err, errlen, "expected '%s NAME = VALUE' (quote a value with blanks)", key);
         for (const char *c = w[v]; *c; c++)
             if ((unsigned char)*c < ' ' && *c != '\t')
                 return colibri_conf_error(k, err, errlen, "a control byte in the value of '%s'",

@@ -26,8 +26,8 @@ static bool ct_equal(const void *a, const void *b, size_t len)
 
 static bool b64_char(char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '/';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '/';
 }
 
 /* The kind of hash, or -1 with *why. */
@@ -39,8 +39,8 @@ static int kind_of(const char *h, size_t len, const char **why)
     }
     if (len >= 4 && h[0] == '$' && h[1] == '2' && (h[2] == 'a' || h[2] == 'b' || h[2] == 'y') &&
         h[3] == '$') {
-        bool ok = len == 60 && h[4] >= '0' && h[4] <= '3' && h[5] >= '0' && h[5] <= '9' &&
-                  h[6] == '$';
+        bool ok =
+            len == 60 && h[4] >= '0' && h[4] <= '3' && h[5] >= '0' && h[5] <= '9' && h[6] == '$';
         for (size_t i = 7; ok && i < len; i++)
             ok = b64_char(h[i]);
         if (!ok) {

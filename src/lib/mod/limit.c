@@ -152,9 +152,8 @@ static int parse_rate(struct colibri_conf *k, uint64_t *t_ns, char *err, size_t 
                                                                : 0)
                                             : 0;
     if (v[0] < '1' || v[0] > '9' || !per || n > 1000000000ul)
-        return colibri_conf_error(k, err, errlen,
-                                  "'%s' is not a rate (N/s, N/m or N/h, N from 1 to 1000000000)",
-                                  v);
+        return colibri_conf_error(
+            k, err, errlen, "'%s' is not a rate (N/s, N/m or N/h, N from 1 to 1000000000)", v);
     *t_ns = per / n;
     return 0;
 }
@@ -164,10 +163,11 @@ static int from_config(struct colibri_server *srv, struct colibri_conf *sec, cha
 {
     const char *prefix = colibri_conf_value(sec);
     if (prefix[0] != '/' || strchr(prefix, ' '))
-        return colibri_conf_error(sec, err, errlen,
-                                  "expected 'limit PREFIX { rate = N/s  burst = N  key = client }'");
+        return colibri_conf_error(
+            sec, err, errlen, "expected 'limit PREFIX { rate = N/s  burst = N  key = client }'");
     struct colibri_conf *rate = colibri_conf_take(sec, "rate"),
-                        *burst = colibri_conf_take(sec, "burst"), *key = colibri_conf_take(sec, "key");
+                        *burst = colibri_conf_take(sec, "burst"),
+                        *key = colibri_conf_take(sec, "key");
     if (!rate)
         return colibri_conf_error(sec, err, errlen, "needs 'rate = N/s' (or N/m, N/h)");
     uint64_t t_ns = 0;

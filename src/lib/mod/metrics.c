@@ -47,7 +47,8 @@ static int from_config(struct colibri_server *srv, struct colibri_conf *sec, cha
 {
     const char *prefix = colibri_conf_value(sec);
     if (prefix[0] != '/' || strchr(prefix, ' '))
-        return colibri_conf_error(sec, err, errlen, "expected 'metrics PREFIX { allow = CIDR... }'");
+        return colibri_conf_error(sec, err, errlen,
+                                  "expected 'metrics PREFIX { allow = CIDR... }'");
     struct metrics *m = calloc(1, sizeof(*m));
     struct colibri_conf *k;
     if (!m)
@@ -58,8 +59,8 @@ static int from_config(struct colibri_server *srv, struct colibri_conf *sec, cha
         struct metrics *g = n ? realloc(m, sizeof(*m) + (m->n + n) * sizeof(m->allow[0])) : NULL;
         if (!g) {
             free(m);
-            return colibri_conf_error(k, err, errlen,
-                                      n ? "out of memory" : "needs addresses (CIDR blocks, or all)");
+            return colibri_conf_error(
+                k, err, errlen, n ? "out of memory" : "needs addresses (CIDR blocks, or all)");
         }
         m = g;
         for (size_t i = 0; i < n; i++) {

@@ -225,9 +225,8 @@ static int from_config(struct colibri_server *srv, struct colibri_conf *line, ch
     const char *to = w[1];
     bool url = !strncmp(to, "http://", 7) || !strncmp(to, "https://", 8);
     if (kind == RW_INTERNAL && to[0] != '/')
-        return colibri_conf_error(line, err, errlen,
-                                  "an internal rewrite's replacement must be a path (/...): '%s'",
-                                  to);
+        return colibri_conf_error(
+            line, err, errlen, "an internal rewrite's replacement must be a path (/...): '%s'", to);
     if (!url && (to[0] != '/' || to[1] == '/'))
         return colibri_conf_error(line, err, errlen,
                                   "a redirect's replacement must be a path (/...) or an "
@@ -282,8 +281,7 @@ static int from_config(struct colibri_server *srv, struct colibri_conf *line, ch
         if (r->dir_fd < 0) {
             int en = errno;
             rule_free(r);
-            return colibri_conf_error(line, err, errlen, "if_missing '%s': %s", dir,
-                                      strerror(en));
+            return colibri_conf_error(line, err, errlen, "if_missing '%s': %s", dir, strerror(en));
         }
         if (colibri_server_allow_path(srv, dir, COLIBRI_PATH_READ, why, sizeof(why))) {
             rule_free(r);

@@ -256,8 +256,8 @@ out_free:
 }
 
 int colibri_server_add_filter(struct colibri_server *srv, const char *prefix,
-                              const struct colibri_filter *f, void *data,
-                              void (*free_data)(void *), char *err, size_t errlen)
+                              const struct colibri_filter *f, void *data, void (*free_data)(void *),
+                              char *err, size_t errlen)
 {
     int e = -EINVAL;
     if (!prefix || prefix[0] != '/') {

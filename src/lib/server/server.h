@@ -78,13 +78,13 @@ struct colibri_server {
     unsigned n_libs;
     struct worker_cfg wcfg;
     struct http_config http;
-    struct tpl *error_tpl; /* owned; http.error_tpl points to it */
-    bool *listen_shared;   /* by listener: one socket shared by all workers (systemd's) */
-    struct privs privs;    /* "user", "chroot" */
-    bool accept_thread;    /* accept = thread: one acceptor deals fds to workers */
+    struct tpl *error_tpl;        /* owned; http.error_tpl points to it */
+    bool *listen_shared;          /* by listener: one socket shared by all workers (systemd's) */
+    struct privs privs;           /* "user", "chroot" */
+    bool accept_thread;           /* accept = thread: one acceptor deals fds to workers */
     uint32_t max_conn_per_client; /* max_connections_per_client; 0: none */
-    int acceptor_wake;     /* eventfd, acceptor mode only */
-    int *acceptor_fds;     /* its sockets, until the acceptor takes them */
+    int acceptor_wake;            /* eventfd, acceptor mode only */
+    int *acceptor_fds;            /* its sockets, until the acceptor takes them */
     /* "sandbox = true"; the paths it allows (NULL until one is named) */
     bool sandbox_on;
     struct sandbox *sandbox;
