@@ -199,6 +199,32 @@ static inline void expect_continue(struct colibri_request *req)
     }
 }
 
+/* One answered request into the worker's counters (metrics on): a few
+ * loads and stores, inline. */
+static inline void count(const struct colibri_request *req, const struct colibri_response *resp)
+{
+    struct http_metrics *m = &req->hw->metrics;
+    unsigned st = (unsigned)resp->final_status - 100;
+    unsigned cls = st < 500 ? st / 100 : 4;
+    unsigned site = unlikely(req->cfg->n_vhosts) ? http_metrics_site(req) : 0;
+    http_metrics_bump(&m->requests[site][cls][req->head->method], 1);
+    uint64_t in = req->head_len;
+    if (unlikely(req->body_kind != BODY_NONE))
+        in += req->body_kind == BODY_LENGTH ? (uint64_t)req->head->content_length - req->body_left
+                                            : req->body_left;
+    http_metrics_bump(&m->bytes_in, in);
+    http_metrics_bump(&m->bytes_out, resp->body_bytes);
+    uint64_t ns = conn_worker_of(req->ctx)->mono_ns - req->t0_ns;
+    http_metrics_bump(&m->duration[http_metrics_bucket(ns)], 1);
+    http_metrics_bump(&m->duration_ns, ns);
+    if (req->hc->counted) {
+        http_metrics_bump(&m->reused, 1);
+    } else {
+        req->hc->counted = true;
+        http_metrics_bump(&m->connections, 1);
+    }
+}
+
 /* One request, head already parsed. Returns false when the connection
  * must close. */
 static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worker *hw,
@@ -261,7 +287,7 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
     if (req.log)
         http_access_log(&req, &resp);
     if (unlikely(atomic_load_explicit(&http_metrics_on, memory_order_relaxed)))
-        http_metrics_count(&req, &resp);
+        count(&req, &resp);
     hc->resp = NULL; /* logged: nothing left for abandon() */
     if (ctx->out.len >= OUT_FLUSH_AT)
         conn_flush(ctx);
@@ -349,11 +375,8 @@ static enum conn_verdict run(struct conn_ctx *ctx)
     struct http_worker *hw = conn_worker_state(ctx);
     hc->closing = hc->lingering = hc->mid_request = hc->after_proxy_hdr = false;
     hc->resp = NULL;
-    if (ctx->fresh) {
-        hc->served = 0;
-        if (unlikely(atomic_load_explicit(&http_metrics_on, memory_order_relaxed)))
-            http_metrics_connection(hw);
-    }
+    if (ctx->fresh)
+        hc->counted = false;
 
     for (;;) {
         struct http_head head;

@@ -21,21 +21,6 @@ static pthread_mutex_t workers_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct http_worker *workers; /* linked by metrics_next */
 static time_t start_time;
 
-/* Upper bounds of the duration buckets, in microseconds. */
-static const uint64_t bucket_us[HTTP_METRICS_BUCKETS] = {1000,    2500,    5000,    10000,  25000,
-                                                         50000,   100000,  250000,  500000, 1000000,
-                                                         2500000, 5000000, 10000000};
-static const char *const bucket_le[HTTP_METRICS_BUCKETS] = {
-    "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1",
-    "0.25",  "0.5",    "1",     "2.5",  "5",     "10"};
-
-/* The owner's increment: a load and a store, no locked instruction. */
-static inline void bump(_Atomic uint64_t *c, uint64_t by)
-{
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + by,
-                          memory_order_relaxed);
-}
-
 void http_metrics_register(struct http_worker *hw)
 {
     pthread_mutex_lock(&workers_lock);
@@ -58,46 +43,16 @@ void http_metrics_unregister(struct http_worker *hw)
     pthread_mutex_unlock(&workers_lock);
 }
 
-static unsigned site_slot(const struct colibri_request *req)
+unsigned http_metrics_site(const struct colibri_request *req)
 {
     const struct http_config *cfg = req->cfg;
-    if (!cfg->n_vhosts || !req->head)
+    if (!req->head)
         return 0;
     const struct http_vhost *v = http_vhost_find(cfg->vhosts, cfg->n_vhosts, req->head->host);
     if (!v)
         return 0;
     size_t i = (size_t)(v - cfg->vhosts) + 1;
     return i < HTTP_METRICS_SITES ? (unsigned)i : HTTP_METRICS_SITES - 1;
-}
-
-void http_metrics_count(struct colibri_request *req, const struct colibri_response *resp)
-{
-    struct http_metrics *m = &req->hw->metrics;
-    unsigned st = (unsigned)resp->final_status;
-    unsigned cls = st >= 100 && st < 600 ? st / 100 - 1 : 4;
-    unsigned method = req->head->method < COLIBRI_METHOD_COUNT ? req->head->method : 0;
-    bump(&m->requests[site_slot(req)][cls][method], 1);
-    uint64_t in = req->head_len;
-    if (req->body_kind == BODY_LENGTH)
-        in += (uint64_t)req->head->content_length - req->body_left;
-    else if (req->body_kind == BODY_CHUNKED)
-        in += req->body_left;
-    bump(&m->bytes_in, in);
-    bump(&m->bytes_out, resp->body_bytes);
-    uint64_t now = conn_worker_of(req->ctx)->mono_ns;
-    uint64_t us = now > req->t0_ns ? (now - req->t0_ns) / 1000 : 0;
-    unsigned b = 0;
-    while (b < HTTP_METRICS_BUCKETS && us > bucket_us[b])
-        b++;
-    bump(&m->duration[b], 1);
-    bump(&m->duration_us, us);
-    if (req->hc->served++)
-        bump(&m->reused, 1);
-}
-
-void http_metrics_connection(struct http_worker *hw)
-{
-    bump(&hw->metrics.connections, 1);
 }
 
 static uint64_t get(const _Atomic uint64_t *c)
@@ -156,7 +111,7 @@ int http_metrics_render(const struct colibri_request *req, struct strbuf *out)
         sum.bytes_out += get(&m->bytes_out);
         for (unsigned b = 0; b <= HTTP_METRICS_BUCKETS; b++)
             sum.duration[b] += get(&m->duration[b]);
-        sum.duration_us += get(&m->duration_us);
+        sum.duration_ns += get(&m->duration_ns);
         sum.connections += get(&m->connections);
         sum.reused += get(&m->reused);
     }
@@ -166,12 +121,10 @@ int http_metrics_render(const struct colibri_request *req, struct strbuf *out)
     r |= strbuf_append_str(out, "# HELP colibri_http_requests_total Requests answered, by site, "
                                 "status class and method.\n"
                                 "# TYPE colibri_http_requests_total counter\n");
-    uint64_t total = 0;
     for (unsigned s = 0; s < HTTP_METRICS_SITES; s++)
         for (unsigned c = 0; c < 5; c++)
             for (unsigned k = 0; k < COLIBRI_METHOD_COUNT; k++) {
                 uint64_t v = sum.requests[s][c][k];
-                total += v;
                 if (v)
                     r |= strbuf_printf(out,
                                        "colibri_http_requests_total{site=\"%s\",code=\"%uxx\","
@@ -193,15 +146,16 @@ int http_metrics_render(const struct colibri_request *req, struct strbuf *out)
     uint64_t cum = 0;
     for (unsigned b = 0; b < HTTP_METRICS_BUCKETS; b++) {
         cum += sum.duration[b];
-        r |= strbuf_printf(out, "colibri_http_request_duration_seconds_bucket{le=\"%s\"} %llu\n",
-                           bucket_le[b], (unsigned long long)cum);
+        double le = (double)(1ull << (b + HTTP_METRICS_LOG2_MIN)) / 1e9;
+        r |= strbuf_printf(out, "colibri_http_request_duration_seconds_bucket{le=\"%.9g\"} %llu\n",
+                           le, (unsigned long long)cum);
     }
     cum += sum.duration[HTTP_METRICS_BUCKETS];
     r |= strbuf_printf(out,
                        "colibri_http_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
                        "colibri_http_request_duration_seconds_sum %.6f\n"
                        "colibri_http_request_duration_seconds_count %llu\n",
-                       (unsigned long long)cum, (double)sum.duration_us / 1e6,
+                       (unsigned long long)cum, (double)sum.duration_ns / 1e9,
                        (unsigned long long)cum);
     r |= strbuf_printf(out,
                        "# HELP colibri_http_connections_total Connections that sent a request.\n"
@@ -229,6 +183,5 @@ int http_metrics_render(const struct colibri_request *req, struct strbuf *out)
                            "# TYPE process_resident_memory_bytes gauge\n"
                            "process_resident_memory_bytes %ld\n",
                            rss);
-    (void)total;
     return r ? -ENOMEM : 0;
 }

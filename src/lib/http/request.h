@@ -101,7 +101,7 @@ struct http_conn {
      * in the arena; NULL: none), for the access log */
     const struct http_filters *filters;
     const char *user;
-    uint32_t served; /* requests answered on the connection (with metrics on) */
+    bool counted; /* metrics: a request of it was counted already */
 };
 /* The user an auth filter let in, or NULL. */
 #define HTTP_REQ_USER(req) ((req)->filtered ? (req)->hc->user : NULL)
