@@ -766,3 +766,46 @@ def test_metrics_config_errors(tmp_path):
     expect_error(tmp_path, ["metrics /m {", "    allow = 300.1.1.1", "}"], 4, "allow",
                  "bad CIDR '300.1.1.1': not an IPv4 or IPv6 address (or 'all')")
     expect_error(tmp_path, ["metrics /m {", "    deny = all", "}"], 4, "deny", "unknown key")
+
+
+# ---- sites and reloads ------------------------------------------------------------
+
+
+def test_filters_belong_to_their_site(make_server):
+    s = make_server(site=site("headers / {", "    set X-Site = default", "}",
+                              "rewrite ^/r$ /hello", "handler /hello hello_world")
+                    + "site www.example.com {\n"
+                    + "    headers / {\n        set X-Site = www\n    }\n"
+                    + "    access / {\n        deny = all\n    }\n"
+                    + "    handler /hello hello_world\n}\n")
+    r = get(s, "/hello")
+    assert (r.status, r.header("X-Site")) == (200, "default")
+    assert get(s, "/r").status == 200  # the default site's rewrite
+    with s.conn() as c:
+        c.send(request("GET", "/hello", host="www.example.com"))
+        r = c.read_response()
+    assert (r.status, r.header("X-Site")) == (403, "www")
+
+
+def test_bad_rules_fail_a_reload_and_good_ones_apply(make_server):
+    import signal
+    s = make_server(site=site("handler /hello hello_world"))
+    good = s.config.read_text()
+    s.config.write_text(good.replace("handler /hello hello_world",
+                                     "handler /hello hello_world\n    rewrite ^/( /x"))
+    s.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while "reload failed" not in s.stderr():
+        assert time.monotonic() < deadline, s.stderr()
+        time.sleep(0.05)
+    assert "rewrite: bad regex '^/(' at offset 3: missing closing parenthesis" in s.stderr()
+    assert get(s, "/hello").status == 200
+    s.config.write_text(good.replace("handler /hello hello_world",
+                                     "handler /hello hello_world\n    rewrite ^/new$ /hello\n"
+                                     "    headers / {\n        set X-New = 1\n    }"))
+    s.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while get(s, "/new").status != 200:
+        assert time.monotonic() < deadline, s.stderr()
+        time.sleep(0.05)
+    assert get(s, "/new").header("X-New") == "1"
