@@ -800,7 +800,7 @@ def test_filters_belong_to_their_site(make_server):
 
 def test_bad_rules_fail_a_reload_and_good_ones_apply(make_server):
     import signal
-    s = make_server(site=site("handler /hello hello_world"))
+    s = make_server(site=site("handler /hello hello_world", "metrics /metrics {", "}"))
     good = s.config.read_text()
     s.config.write_text(good.replace("handler /hello hello_world",
                                      "handler /hello hello_world\n    rewrite ^/( /x"))
@@ -820,3 +820,6 @@ def test_bad_rules_fail_a_reload_and_good_ones_apply(make_server):
         assert time.monotonic() < deadline, s.stderr()
         time.sleep(0.05)
     assert get(s, "/new").header("X-New") == "1"
+    text = scrape(s)
+    assert sample(text, "colibri_reloads_total", '{outcome="failed"}') == 1
+    assert sample(text, "colibri_reloads_total", '{outcome="ok"}') == 1

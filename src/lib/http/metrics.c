@@ -20,6 +20,12 @@ _Atomic bool http_metrics_on;
 static pthread_mutex_t workers_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct http_worker *workers; /* linked by metrics_next */
 static time_t start_time;
+static _Atomic uint64_t reloads[2]; /* failed, ok */
+
+void http_metrics_reloaded(bool ok)
+{
+    atomic_fetch_add_explicit(&reloads[ok], 1, memory_order_relaxed);
+}
 
 void http_metrics_register(struct http_worker *hw)
 {
@@ -165,6 +171,13 @@ int http_metrics_render(const struct colibri_request *req, struct strbuf *out)
                        "their connection.\n# TYPE colibri_http_keepalive_requests_total counter\n"
                        "colibri_http_keepalive_requests_total %llu\n",
                        (unsigned long long)sum.connections, (unsigned long long)sum.reused);
+    r |= strbuf_printf(out,
+                       "# HELP colibri_reloads_total Config reloads, by outcome.\n"
+                       "# TYPE colibri_reloads_total counter\n"
+                       "colibri_reloads_total{outcome=\"ok\"} %llu\n"
+                       "colibri_reloads_total{outcome=\"failed\"} %llu\n",
+                       (unsigned long long)atomic_load(&reloads[1]),
+                       (unsigned long long)atomic_load(&reloads[0]));
     r |= strbuf_printf(out,
                        "# HELP process_start_time_seconds Start time of the process since the "
                        "epoch, in seconds.\n# TYPE process_start_time_seconds gauge\n"

@@ -56,6 +56,8 @@ unsigned http_metrics_site(const struct colibri_request *req);
 /* Every worker's counters summed, as Prometheus text exposition into out;
  * site names from cfg's sites. 0 or -ENOMEM. */
 int http_metrics_render(const struct colibri_request *req, struct strbuf *out);
+/* A reload ended (the control thread): counted by outcome. */
+void http_metrics_reloaded(bool ok);
 /* The worker joins (or leaves) the set a scrape sums. */
 void http_metrics_register(struct http_worker *hw);
 void http_metrics_unregister(struct http_worker *hw);

@@ -19,6 +19,7 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "http/metrics.h"
 #include "config/config.h"
 #include "server/server.h"
 #include "server/systemd.h"
@@ -400,6 +401,7 @@ void server_reload(struct colibri_server *srv)
     char *err = calloc(1, ERR_MAX);
     if (!err) {
         log_msg(LOG_ERROR, "reload failed: out of memory");
+        http_metrics_reloaded(false);
         return;
     }
     log_msg(LOG_INFO, "reloading");
@@ -433,6 +435,7 @@ void server_reload(struct colibri_server *srv)
     } else {
         log_msg(LOG_INFO, "reloaded");
     }
+    http_metrics_reloaded(r == 0);
     sd_notify_send("READY=1");
     free(err);
 }
