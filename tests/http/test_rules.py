@@ -137,6 +137,9 @@ def test_rewrite_match_limit_stops_catastrophic_backtracking(make_server, filter
     assert r.status == 500
     assert took < 5, took  # without the limit, (a|aa)+ on 64 a's takes ages
     assert "match limit exceeded: answered 500" in s.stderr()
+    # colibri's limit, not PCRE2's default (10,000,000 steps, which this
+    # subject stays under: it would end in "no match", a 404, after ~10 ms)
+    assert get(s, "/bt/" + "a" * 28 + "b").status == 500
     # the worker is free: the next request is answered at once
     assert get(s, "/post/1").status == 200
     assert get(s, "/bt/aaa").body == b"path=/where/never query=\n"
