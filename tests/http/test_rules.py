@@ -826,3 +826,41 @@ def test_bad_rules_fail_a_reload_and_good_ones_apply(make_server):
     text = scrape(s)
     assert sample(text, "colibri_reloads_total", '{outcome="failed"}') == 1
     assert sample(text, "colibri_reloads_total", '{outcome="ok"}') == 1
+
+
+def test_more_config_errors(tmp_path):
+    """The rest of the filters' messages, one each."""
+    usage = "expected 'rewrite REGEX REPLACEMENT [redirect | permanent | if_missing DIR]'"
+    expect_error(tmp_path, ["rewrite ^/(a)$ /x/${1"], 3, "rewrite", "unterminated '${'")
+    expect_error(tmp_path, ['rewrite ^/(a)$ "/x/a b"'], 3, "rewrite",
+                 "byte 0x20 cannot be in a URL (percent-encode it)")
+    expect_error(tmp_path, ["rewrite ^/(a)$ /x/a#top"], 3, "rewrite",
+                 "'#' cannot be in a target (percent-encode it: %23)")
+    expect_error(tmp_path, ["rewrite ^/(a)$ /x/" + "y" * 8200], 3, "rewrite",
+                 "replacement longer than 8192 bytes")
+    expect_error(tmp_path, ["rewrite ^/" + "(a)" * 70 + "$ /x/${70}"], 3, "rewrite",
+                 "group 70: at most 63 groups can be used")
+    expect_error(tmp_path, ["rewrite ^/a$ /b if_missing"], 3, "rewrite", usage)
+    expect_error(tmp_path, ["headers / {", '    set X-A = "a\\nb"', "}"], 4, "set",
+                 "a control byte in the value of 'X-A'")
+    expect_error(tmp_path, ["headers x {", "    set X-A = b", "}"], 3, "headers",
+                 "expected 'headers PREFIX { set NAME = VALUE ... }'")
+    (tmp_path / "h.htpasswd").write_text("a:{SHA}QY7lFvHLCVxQ/y8Qp2GSiJwoHzo=\n")
+    expect_error(tmp_path, ["auth / {", '    realm = "a\\tb"', "    htpasswd = ./h.htpasswd", "}"], 4,
+                 "realm", "a control byte in the realm")
+    expect_error(tmp_path, ["auth x {", "    htpasswd = ./h.htpasswd", "}"], 3, "auth",
+                 "expected 'auth PREFIX { realm = NAME  htpasswd = FILE }'")
+    expect_error(tmp_path, ["auth / {", "    htpasswd = .", "}"], 4, "htpasswd", "'.' is not a regular file")
+    for line, msg in (("y:$y$j9T$", "malformed yescrypt hash"), ("s:$6$salt$", "malformed SHA-crypt hash"),
+                      ("m:$apr1$toolongsalt$3innhD.9MYgP7q6fd6gFp.", "malformed $apr1$ hash")):
+        (tmp_path / "h.htpasswd").write_text(line + "\n")
+        expect_error(tmp_path, ["auth / {", "    htpasswd = ./h.htpasswd", "}"], 4, "htpasswd",
+                     "'./h.htpasswd' line 1: " + msg)
+    (tmp_path / "h.htpasswd").write_bytes(b"#" * (4 << 20) + b"\n")
+    expect_error(tmp_path, ["auth / {", "    htpasswd = ./h.htpasswd", "}"], 4, "htpasswd",
+                 "'./h.htpasswd' is larger than 4194304 bytes")
+    expect_error(tmp_path, ["limit api {", "    rate = 1/s", "}"], 3, "limit",
+                 "expected 'limit PREFIX { rate = N/s  burst = N  key = client }'")
+    expect_error(tmp_path, ["metrics /m {", "    allow =", "}"], 4, "allow",
+                 "needs addresses (CIDR blocks, or all)")
+    expect_error(tmp_path, ["metrics m {", "}"], 3, "metrics", "expected 'metrics PREFIX { allow = CIDR... }'")

@@ -43,8 +43,11 @@ int rw_tpl_compile(struct rw_tpl *t, const char *s, uint32_t groups, rw_name_fn 
         unsigned char c = (unsigned char)s[i];
         if (c != '$') {
             if (c <= ' ' || c >= 0x7f || c == '#') {
-                r = fail(why, whylen, "byte '%.*s' (0x%02lx) cannot be in a URL", s + i,
-                         c > ' ' && c < 0x7f ? 1 : 0, c);
+                if (c == '#')
+                    snprintf(why, whylen, "'#' cannot be in a target (percent-encode it: %%23)");
+                else
+                    snprintf(why, whylen, "byte 0x%02x cannot be in a URL (percent-encode it)", c);
+                r = -EINVAL;
                 break;
             }
             t->text[lit++] = (char)c;
