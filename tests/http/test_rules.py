@@ -864,3 +864,26 @@ def test_more_config_errors(tmp_path):
     expect_error(tmp_path, ["metrics /m {", "    allow =", "}"], 4, "allow",
                  "needs addresses (CIDR blocks, or all)")
     expect_error(tmp_path, ["metrics m {", "}"], 3, "metrics", "expected 'metrics PREFIX { allow = CIDR... }'")
+
+
+def test_limit_keys_by_the_proxy_protocol_address(tmp_path, spawn):  # noqa: F811
+    conf = tmp_path / "p.conf"
+    conf.write_text("listener 127.0.0.1:0 {\n    proxy_protocol = true\n}\nthreads = 2\n"
+                    + site("limit / {", "    rate = 1/h", "}", "handler / hello_world"))
+    _, urls, _ = spawn(conf, tmp_path)
+    port = int(urls[0].rsplit(":", 1)[1])
+
+    def ask(src):
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+            c.sendall(v1(src=src) + request("GET", "/", headers=[("Connection", "close")]))
+            data = b""
+            while True:
+                b = c.recv(4096)
+                if not b:
+                    return data[:12]
+                data += b
+
+    # every connection comes from 127.0.0.1: the PROXY header's source is the key
+    assert ask("203.0.113.1") == b"HTTP/1.1 200"
+    assert ask("203.0.113.1") == b"HTTP/1.1 429"
+    assert ask("203.0.113.2") == b"HTTP/1.1 200"
