@@ -169,7 +169,7 @@ fuzz:
 TSAN_OPTIONS_CHECK = suppressions=$(CURDIR)/tests/tsan.supp second_deadlock_stack=1 exitcode=66
 TSAN_TESTS = $(addprefix tests/http/,test_concurrency.py test_shutdown.py test_reload.py \
     test_wait.py test_sse.py test_websocket.py test_files.py test_files_fresh.py test_listen.py \
-    test_logs.py test_systemd.py test_stale_events.py test_tls.py)
+    test_logs.py test_systemd.py test_stale_events.py test_tls.py test_rules.py)
 
 # Two tests bound a latency to 50 ms: under TSan (5-15 times slower) they
 # would measure TSan, not colibri; the build without TSan runs them.
@@ -214,7 +214,10 @@ MEMCHECK_DESELECT = \
     --deselect tests/http/test_logs.py::test_access_log_flushes_idle_server_within_1_5s \
     --deselect "tests/http/test_reload.py::test_bad_reload_logs_the_errors_and_the_old_config_serves[several]" \
     --deselect tests/http/test_wait.py::test_hello_and_file_fast_behind_a_waiting_stream \
-    --deselect tests/http/test_wait.py::test_wait_fd_woken_by_another_handler
+    --deselect tests/http/test_wait.py::test_wait_fd_woken_by_another_handler \
+    --deselect tests/http/test_rules.py::test_limit_holds_across_workers_under_load \
+    --deselect tests/http/test_rules.py::test_limit_key_header_and_distinct_keys_stay_bounded \
+    --deselect tests/http/test_rules.py::test_auth_slow_hash_is_paid_once_per_client
 
 $(MEMCHECK_BUILD)/build.ninja:
 	cmake -S . -B $(MEMCHECK_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -197,11 +197,67 @@ struct colibri_module {
      * module does not take are errors ("unknown key"). */
     int (*from_config)(struct colibri_server *srv, struct colibri_conf *section, char *err,
                        size_t errlen);
+    /* The module is a line ("rewrite REGEX TARGET"), not a section: its
+     * from_config() gets the line, whose words colibri_conf_words() gives. */
+    bool line_form;
 };
 
 /* Makes a module available to config files (copied; the name must be
  * unique and not "handler": -EEXIST otherwise). */
 int colibri_server_add_module(struct colibri_server *srv, const struct colibri_module *m);
+
+/* --- filters ------------------------------------------------------------ */
+
+/* A filter runs around the routes, for every request whose path is under
+ * its prefix (whole segments, as a route's), whatever route answers it:
+ *  - COLIBRI_PHASE_REWRITE: before routing; it may change the target
+ *    (colibri_req_rewrite(): the request is routed again, from the first
+ *    rewrite filter, at most 10 times, then 500) or answer (a redirect);
+ *  - COLIBRI_PHASE_ACCESS: after the rewrites, before the route's handler
+ *    (and before its body is read): access lists, authentication, limits;
+ *  - COLIBRI_PHASE_HEADERS: on the answer's head, just before it is
+ *    written (handlers, files, redirects, error pages, 304s): it may add
+ *    (colibri_resp_header), remove (colibri_resp_header_remove) and change
+ *    the type (colibri_resp_set_type); Server and Date stay the server's.
+ * Within a phase, filters run in the order they were added (the config's).
+ * fn returns 0 to go on, or (rewrite and access phases) the status the
+ * server answers with at once, the handler never running; its return is
+ * ignored in the headers phase. A module adds filters from its
+ * from_config() with colibri_server_add_filter(), in the site being
+ * loaded, as it adds routes. */
+enum colibri_phase {
+    COLIBRI_PHASE_REWRITE,
+    COLIBRI_PHASE_ACCESS,
+    COLIBRI_PHASE_HEADERS,
+    COLIBRI_PHASE_COUNT
+};
+
+struct colibri_filter {
+    const char *name; /* for messages: "rewrite", "access", ... */
+    enum colibri_phase phase;
+    int (*fn)(struct colibri_request *req, struct colibri_response *resp, void *data);
+};
+
+/* Adds a filter (copied) for paths under prefix; data is passed to every
+ * call and free_data(data) runs when the server is freed (also here when
+ * the filter cannot be added). 0, or -errno with err set. */
+int colibri_server_add_filter(struct colibri_server *srv, const char *prefix,
+                              const struct colibri_filter *f, void *data, void (*free_data)(void *),
+                              char *err, size_t errlen);
+/* Rewrite phase: the request's target becomes target (len bytes, an
+ * origin-form "/path?query": percent-encoded, normalised and checked as a
+ * request's), and the request is routed again. colibri_req_target() keeps
+ * the target as sent; colibri_req_path() and the query follow the new
+ * one. 0, -EBADMSG for a bad target (a 400 for the caller to return),
+ * -ELOOP past 10 rewrites (500), -ENOMEM. */
+int colibri_req_rewrite(struct colibri_request *req, const char *target, size_t len);
+/* Headers phase (or a handler): removes every header line called name
+ * (case-insensitive) that the answer carries so far; the number removed. */
+int colibri_resp_header_remove(struct colibri_response *resp, const char *name);
+/* The config value's words: blanks separate them, a double-quoted word
+ * ("a b", with \" and \\) is one, quotes removed; *n their count. Valid
+ * as long as the config. */
+const char *const *colibri_conf_words(const struct colibri_conf *c, size_t *n);
 
 /* A shared library named by "module FILE" defines this; it registers
  * handlers and modules and returns 0, or non-zero to fail the start. It
@@ -215,6 +271,10 @@ const char *colibri_conf_value(const struct colibri_conf *c);
 /* The first key called name in the section, marked as read; NULL if absent.
  * Call again for a repeatable key. */
 struct colibri_conf *colibri_conf_take(struct colibri_conf *section, const char *name);
+/* The next key of the section not taken yet, whatever its name, marked
+ * as read; NULL after the last: for keys whose order matters ("allow",
+ * "deny"). */
+struct colibri_conf *colibri_conf_take_any(struct colibri_conf *section);
 /* "FILE:LINE: NAME: message" into err; returns -EINVAL. */
 int colibri_conf_error(const struct colibri_conf *c, char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -22,9 +22,20 @@ const char *colibri_conf_value(const struct colibri_conf *c)
     return node(c)->value;
 }
 
+const char *const *colibri_conf_words(const struct colibri_conf *c, size_t *n)
+{
+    *n = node(c)->n_words;
+    return (const char *const *)node(c)->words;
+}
+
 struct colibri_conf *colibri_conf_take(struct colibri_conf *section, const char *name)
 {
     return (struct colibri_conf *)config_take((struct config_node *)section, name);
+}
+
+struct colibri_conf *colibri_conf_take_any(struct colibri_conf *section)
+{
+    return (struct colibri_conf *)config_take_any((struct config_node *)section);
 }
 
 int colibri_conf_error(const struct colibri_conf *c, char *err, size_t errlen, const char *fmt, ...)

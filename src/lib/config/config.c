@@ -67,6 +67,8 @@ struct parser {
     const struct config_node *hint_node;
     int hint_line;       /* of the line where they disagree */
     struct strbuf value; /* the value being built, reused for every line */
+    struct strbuf words; /* its words, each followed by a NUL */
+    size_t n_words;
     char *err;
     size_t errlen;
 };
@@ -101,13 +103,6 @@ static const char *skip_ws(const char *p, const char *e)
     return p;
 }
 
-static const char *trim_end(const char *b, const char *e)
-{
-    while (e > b && is_ws(e[-1]))
-        e--;
-    return e;
-}
-
 /* Nothing but blanks and perhaps a comment until the end of the line. */
 static bool rest_is_empty(const char *p, const char *e)
 {
@@ -134,8 +129,8 @@ static bool is_name_char(char c)
  * the value and moves *pp past the '}'. Inside quotes the reference may not
  * run past the closing quote. The default is used when the variable is
  * unset or empty, so an exported but blank variable does not wipe a path. */
-static int expand_var(struct parser *ps, const char *key, size_t keylen, const char **pp,
-                      const char *e, bool quoted)
+static int expand_var(struct parser *ps, struct strbuf *out, const char *key, size_t keylen,
+                      const char **pp, const char *e, bool quoted)
 {
     const char *s = *pp + 2, *close = NULL, *colon = NULL;
     for (const char *r = s; r < e; r++) {
@@ -168,11 +163,11 @@ static int expand_var(struct parser *ps, const char *key, size_t keylen, const c
     const char *env = getenv(name);
     int r = 0;
     if ((!env || !*env) && colon)
-        r = strbuf_append(&ps->value, colon + 1, (size_t)(close - colon - 1));
+        r = strbuf_append(out, colon + 1, (size_t)(close - colon - 1));
     else if (!env)
         r = parse_error(ps, key, keylen, "environment variable '%s' is not set", name);
     else
-        r = strbuf_append_str(&ps->value, env);
+        r = strbuf_append_str(out, env);
     free(name);
     if (r == -ENOMEM)
         return parse_error(ps, NULL, 0, "out of memory");
@@ -186,7 +181,7 @@ static int unquoted_value(struct parser *ps, const char *key, size_t keylen, con
 {
     while (p < e) {
         if (p[0] == '$' && p + 1 < e && p[1] == '{') {
-            int r = expand_var(ps, key, keylen, &p, e, false);
+            int r = expand_var(ps, &ps->value, key, keylen, &p, e, false);
             if (r < 0)
                 return r;
             continue;
@@ -202,8 +197,8 @@ static int unquoted_value(struct parser *ps, const char *key, size_t keylen, con
 
 /* A quoted value starting at the '"' at *pp; leaves *pp after the closing
  * quote. */
-static int quoted_value(struct parser *ps, const char *key, size_t keylen, const char **pp,
-                        const char *e)
+static int quoted_value(struct parser *ps, struct strbuf *out, const char *key, size_t keylen,
+                        const char **pp, const char *e, bool verbatim)
 {
     const char *p = *pp + 1;
     for (;;) {
@@ -214,8 +209,8 @@ static int quoted_value(struct parser *ps, const char *key, size_t keylen, const
             *pp = p + 1;
             return 0;
         }
-        if (c == '$' && p + 1 < e && p[1] == '{') {
-            int r = expand_var(ps, key, keylen, &p, e, true);
+        if (c == '$' && p + 1 < e && p[1] == '{' && !verbatim) {
+            int r = expand_var(ps, out, key, keylen, &p, e, true);
             if (r < 0)
                 return r;
             continue;
@@ -223,7 +218,9 @@ static int quoted_value(struct parser *ps, const char *key, size_t keylen, const
         if (c == '\\') {
             if (p + 1 == e)
                 return parse_error(ps, key, keylen, "unterminated quote");
-            switch (p[1]) {
+            switch (verbatim && p[1] != '"' && p[1] != '\\' ? 0 : p[1]) {
+            case 0: /* a verbatim value keeps its other backslashes: "\\d" */
+                break;
             case '"':
             case '\\':
             case '$': /* "\${X}" is a literal "${X}" */
@@ -241,11 +238,11 @@ static int quoted_value(struct parser *ps, const char *key, size_t keylen, const
                 return parse_error(ps, key, keylen, "backslash before byte 0x%02x in quotes",
                                    (unsigned char)p[1]);
             }
-            p += 2;
+            p += verbatim && c == '\\' && p[1] != '\\' ? 1 : 2;
         } else {
             p++;
         }
-        if (strbuf_append_char(&ps->value, c) < 0)
+        if (strbuf_append_char(out, c) < 0)
             return parse_error(ps, NULL, 0, "out of memory");
     }
 }
@@ -361,10 +358,29 @@ static int add_node(struct parser *ps, const char *key, size_t keylen, bool is_s
     struct config_node *n = NULL;
     if (!name || !value)
         goto out_free_strings;
-    n = ALLOC_INIT(struct config_node,
-                   {.file = ps->cfg->file, .name = name, .value = value, .line = ps->line});
-    if (!n)
+    /* the words: an array of pointers, then their bytes, in one block */
+    size_t wbytes = (ps->n_words + 1) * sizeof(char *);
+    char **words = malloc(wbytes + ps->words.len + 1);
+    if (!words)
         goto out_free_strings;
+    char *wp = (char *)words + wbytes;
+    if (ps->words.len)
+        memcpy(wp, ps->words.buf, ps->words.len);
+    for (size_t i = 0; i < ps->n_words; i++) {
+        words[i] = wp;
+        wp += strlen(wp) + 1;
+    }
+    words[ps->n_words] = NULL;
+    n = ALLOC_INIT(struct config_node, {.file = ps->cfg->file,
+                                        .name = name,
+                                        .value = value,
+                                        .words = words,
+                                        .n_words = ps->n_words,
+                                        .line = ps->line});
+    if (!n) {
+        free(words);
+        goto out_free_strings;
+    }
     note_key_indent(ps);
     struct level *lv = &ps->stack[ps->depth];
     *lv->tail = n;
@@ -379,20 +395,90 @@ out_free_strings:
     return parse_error(ps, NULL, 0, "out of memory");
 }
 
-/* A lone "{" or "}" word inside a value is almost always a section written
- * on one line ("site { a = 1 }"), which this format does not have. */
-static int check_braces(struct parser *ps, const char *key, size_t keylen, const char *p,
-                        const char *e)
+/* Keys whose values are taken as written: no "${NAME}" expansion (in a
+ * rewrite line, ${name} is a capture of the pattern), and inside quotes
+ * only \" and \\ are escapes (a pattern's "\d" stays). */
+static bool verbatim_key(const char *key, size_t keylen)
 {
-    while (p < e) {
+    return keylen == 7 && !memcmp(key, "rewrite", 7);
+}
+
+/* An unquoted word at *pp into ps->words (variables expanded unless
+ * verbatim); stops at a blank, or at a '#' that starts a word. */
+static int plain_word(struct parser *ps, const char *key, size_t keylen, const char **pp,
+                      const char *e, bool verbatim)
+{
+    const char *p = *pp;
+    while (p < e && !is_ws(*p)) {
+        if (*p == '"')
+            return parse_error(ps, key, keylen,
+                               "quote inside an unquoted value (quote the whole value)");
+        if (!verbatim && p[0] == '$' && p + 1 < e && p[1] == '{') {
+            int r = expand_var(ps, &ps->words, key, keylen, &p, e, false);
+            if (r < 0)
+                return r;
+            continue;
+        }
+        if (strbuf_append_char(&ps->words, *p) < 0)
+            return parse_error(ps, NULL, 0, "out of memory");
+        p++;
+    }
+    *pp = p;
+    return 0;
+}
+
+/* The value at p: its words into ps->words (a double-quoted word is one,
+ * at any place), its text into ps->value (as written, variables
+ * expanded, when nothing is quoted; the one quoted word's content; or the
+ * words joined by a blank), and whether a '{' ends it. */
+static int value_words(struct parser *ps, const char *key, size_t keylen, const char *line,
+                       const char *p, const char *e, bool *is_section)
+{
+    bool verbatim = verbatim_key(key, keylen), quoted = false;
+    const char *v = p, *ve = p;
+    strbuf_reset(&ps->words);
+    ps->n_words = 0;
+    for (;;) {
         p = skip_ws(p, e);
-        const char *w = p;
-        while (p < e && !is_ws(*p))
-            p++;
-        if (p - w == 1 && *w == '{')
-            return parse_error(ps, key, keylen, "'{' must end the line");
-        if (p - w == 1 && *w == '}')
-            return parse_error(ps, key, keylen, "'}' must be on a line of its own");
+        if (p == e || (*p == '#' && (p == line || is_ws(p[-1]) || p[-1] == '"')))
+            break;
+        if (*p == '{' && rest_is_empty(p + 1, e)) {
+            *is_section = true;
+            break;
+        }
+        if ((*p == '{' || *p == '}') && (p + 1 == e || is_ws(p[1])))
+            return parse_error(ps, key, keylen,
+                               *p == '{' ? "'{' must end the line"
+                                         : "'}' must be on a line of its own");
+        int r;
+        if (*p == '"') {
+            quoted = true;
+            r = quoted_value(ps, &ps->words, key, keylen, &p, e, verbatim);
+            if (r == 0 && p < e && !is_ws(*p) && *p != '#')
+                r = parse_error(ps, key, keylen, "unexpected text after the closing quote");
+        } else {
+            r = plain_word(ps, key, keylen, &p, e, verbatim);
+        }
+        if (r < 0)
+            return r;
+        if (strbuf_append_char(&ps->words, '\0') < 0)
+            return parse_error(ps, NULL, 0, "out of memory");
+        ps->n_words++;
+        ve = p;
+    }
+    if (!quoted) {
+        if (verbatim)
+            return strbuf_append(&ps->value, v, (size_t)(ve - v)) < 0
+                       ? parse_error(ps, NULL, 0, "out of memory")
+                       : 0;
+        return unquoted_value(ps, key, keylen, v, ve);
+    }
+    const char *w = ps->words.buf;
+    for (size_t i = 0; i < ps->n_words; i++) {
+        size_t len = strlen(w);
+        if ((i && strbuf_append_char(&ps->value, ' ') < 0) || strbuf_append(&ps->value, w, len) < 0)
+            return parse_error(ps, NULL, 0, "out of memory");
+        w += len + 1;
     }
     return 0;
 }
@@ -439,41 +525,9 @@ static int parse_line(struct parser *ps, const char *line, const char *e)
 
     strbuf_reset(&ps->value);
     bool is_section = false;
-    int r;
-    if (p < e && *p == '"') {
-        r = quoted_value(ps, key, keylen, &p, e);
-        if (r < 0)
-            return r;
-        p = skip_ws(p, e);
-        if (p < e && *p == '{') {
-            is_section = true;
-            p++;
-        }
-        if (!rest_is_empty(p, e))
-            return parse_error(ps, key, keylen, "unexpected text after the closing quote");
-    } else {
-        const char *v = p, *ve = p;
-        for (; ve < e; ve++) {
-            /* '#' starts a comment where a word could start, so "a#b" and
-             * "/page#top" keep theirs */
-            if (*ve == '#' && (ve == line || is_ws(ve[-1])))
-                break;
-            if (*ve == '"')
-                return parse_error(ps, key, keylen,
-                                   "quote inside an unquoted value (quote the whole value)");
-        }
-        ve = trim_end(v, ve);
-        if (ve > v && ve[-1] == '{' && (ve - 1 == v || is_ws(ve[-2]))) {
-            is_section = true;
-            ve = trim_end(v, ve - 1);
-        }
-        r = check_braces(ps, key, keylen, v, ve);
-        if (r < 0)
-            return r;
-        r = unquoted_value(ps, key, keylen, v, ve);
-        if (r < 0)
-            return r;
-    }
+    int r = value_words(ps, key, keylen, line, p, e, &is_section);
+    if (r < 0)
+        return r;
     return add_node(ps, key, keylen, is_section);
 }
 
@@ -484,6 +538,7 @@ static void node_free(struct config_node *n)
         node_free(n->children); /* recursion is bounded by CONFIG_MAX_DEPTH */
         free(n->name);
         free(n->value);
+        free(n->words);
         free(n);
         n = next;
     }
@@ -559,6 +614,7 @@ struct config *config_parse_buffer(const char *name, const char *text, size_t le
     if (r == 0 && ps.depth > 0)
         r = unclosed(&ps);
     strbuf_free(&ps.value);
+    strbuf_free(&ps.words);
     if (r < 0) {
         config_free(cfg);
         return NULL;

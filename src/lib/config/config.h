@@ -5,6 +5,9 @@
  *     listener 127.0.0.1:8080          # "key value" ...
  *     threads = 2                      # ... and "key = value" are the same
  *     name = "quoted # not a comment"  # double quotes, with \" \\ \n \t escapes
+ *     set X-A = "a; b"                 # any word may be quoted: words X-A, =, "a; b"
+ *     rewrite ^/(.*)$ /x/${1}          # rewrite: verbatim (no ${} expansion; in quotes
+ *                                      # only \" and \\ are escapes)
  *     root = ${WWW_ROOT:./wwwroot}     # environment, with a default
  *     site {                           # a section; it may carry arguments:
  *         serve_files / {              #   name = "serve_files", value = "/"
@@ -35,6 +38,10 @@ struct config_node {
     const char *file; /* owned by the struct config */
     char *name;
     char *value; /* after expansion and unquoting; "" when none */
+    /* the value's words (a double-quoted word is one, wherever it is),
+     * NULL-terminated; one allocation */
+    char **words;
+    size_t n_words;
     int line;
     bool is_section;
     bool used;

@@ -30,6 +30,13 @@ static const bool esc[256] = {
     [0 ... 0x1f] = true, ['"'] = true, ['\\'] = true, [0x7f ... 0xff] = true};
 
 /* Appends v escaped; p has room for 4 * v.len bytes. */
+/* Room for the user an auth filter let in, escaped. */
+static size_t user_len(const struct colibri_request *req)
+{
+    const char *u = HTTP_REQ_USER(req);
+    return u ? 4 * strlen(u) : 0;
+}
+
 static inline char *put_escaped(char *p, struct view v)
 {
     const unsigned char *s = (const unsigned char *)v.p;
@@ -195,15 +202,23 @@ void http_access_log(struct colibri_request *req, struct colibri_response *resp)
     size_t max =
         INET6_ADDRSTRLEN + 8 + hw->log_date_len + 4 +
         4 * (head->method_str.len + head->target.len + (head->method_str.len ? 0 : req->head_len)) +
-        16 + 2 * U64_STR_MAX + 4 * (ref.len + ua.len) + 16;
+        16 + 2 * U64_STR_MAX + 4 * (ref.len + ua.len) + 16 + user_len(req);
     if (b->cap - b->len < max && strbuf_reserve(b, max) < 0) {
         atomic_fetch_add(&dropped, 1);
         return;
     }
     char *p = b->buf + b->len;
     p = put_addr(p, hw, conn_peer_of(req->ctx));
-    memcpy(p, " - - [", 6);
-    p += 6;
+    const char *user = HTTP_REQ_USER(req);
+    if (unlikely(user != NULL)) { /* the user an auth filter let in */
+        memcpy(p, " - ", 3);
+        p = put_escaped(p + 3, (struct view){user, strlen(user)});
+        memcpy(p, " [", 2);
+        p += 2;
+    } else {
+        memcpy(p, " - - [", 6);
+        p += 6;
+    }
     memcpy(p, date, hw->log_date_len);
     p += hw->log_date_len;
     memcpy(p, "] \"", 3);

@@ -12,6 +12,8 @@
 
 #include "base/log.h"
 #include "http/access_log.h"
+#include "http/filter.h"
+#include "http/metrics.h"
 #include "http/request.h"
 #include "http/status.h"
 #include "http/vhost.h"
@@ -35,6 +37,7 @@ static __attribute__((noinline)) const struct trie *named_site(struct colibri_re
     if (!v)
         return cfg->routes;
     req->log = v->log;
+    req->hc->filters = v->filters;
     return v->routes;
 }
 
@@ -101,11 +104,29 @@ site_of(struct colibri_request *req, struct colibri_response *resp, const struct
         *routes = cfg->routes;
         return 0;
     }
+    req->hc->filters = cfg->filters; /* the default site's, unless a named one answers */
     if (!(*routes = named_site(req, req->head->host)))
         return 421; /* no site of that name and no default site */
     if (req->ctx->tls && !sni_agrees(req->ctx, cfg, *routes))
         return 421; /* the certificate's site is not the Host's */
     return 0;
+}
+
+/* The site's filters before routing: rewrites, then access checks; the
+ * headers phase is armed for the answer's head. 0, or a status. */
+static __attribute__((noinline)) int filters_before(struct colibri_request *req,
+                                                    struct colibri_response *resp,
+                                                    const struct http_filters *fs)
+{
+    req->filtered = true;
+    req->hc->filters = fs;
+    req->hc->user = NULL;
+    req->head_filters = fs->first[COLIBRI_PHASE_HEADERS] < fs->first[COLIBRI_PHASE_HEADERS + 1];
+    int r = http_filters_before(req, resp, fs);
+    if (r == -ELOOP)
+        LOG_LIMITED(LOG_WARN, "\"%.*s\": more than %d internal rewrites",
+                    (int)MIN(req->head->target.len, 200), req->head->target.p, HTTP_REWRITES_MAX);
+    return r < 0 ? http_status_of(r) : r;
 }
 
 static int dispatch(struct colibri_request *req, struct colibri_response *resp)
@@ -126,9 +147,16 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
     /* the site: while there is only the default site (and no listener
      * redirects), no host is looked at */
     const struct trie *routes;
-    if (likely(!req->cfg->site_by_host))
+    const struct http_filters *fs;
+    if (likely(!req->cfg->site_by_host)) {
         routes = req->cfg->routes;
-    else if ((r = site_of(req, resp, &routes)))
+        fs = req->cfg->filters;
+    } else if ((r = site_of(req, resp, &routes))) {
+        return r;
+    } else {
+        fs = req->hc->filters;
+    }
+    if (unlikely(fs != NULL) && (r = filters_before(req, resp, fs)))
         return r;
     const struct http_route *route = trie_lookup_segments(routes, req->path.p, req->path.len, NULL);
     if (!route)
@@ -168,6 +196,32 @@ static inline void expect_continue(struct colibri_request *req)
     if (unlikely(req->head->flags & HTTP_F_EXPECT_CONTINUE) && !req->hc->closing) {
         req->hc->closing = true;
         req->expect_closing = true;
+    }
+}
+
+/* One answered request into the worker's counters (metrics on): a few
+ * loads and stores, inline. */
+static inline void count(const struct colibri_request *req, const struct colibri_response *resp)
+{
+    struct http_metrics *m = &req->hw->metrics;
+    unsigned st = (unsigned)resp->final_status - 100;
+    unsigned cls = st < 500 ? st / 100 : 4;
+    unsigned site = unlikely(req->cfg->n_vhosts) ? http_metrics_site(req) : 0;
+    http_metrics_bump(&m->requests[site][cls][req->head->method], 1);
+    uint64_t in = req->head_len;
+    if (unlikely(req->body_kind != BODY_NONE))
+        in += req->body_kind == BODY_LENGTH ? (uint64_t)req->head->content_length - req->body_left
+                                            : req->body_left;
+    http_metrics_bump(&m->bytes_in, in);
+    http_metrics_bump(&m->bytes_out, resp->body_bytes);
+    uint64_t ns = conn_worker_of(req->ctx)->mono_ns - req->t0_ns;
+    http_metrics_bump(&m->duration[http_metrics_bucket(ns)], 1);
+    http_metrics_bump(&m->duration_ns, ns);
+    if (req->hc->counted) {
+        http_metrics_bump(&m->reused, 1);
+    } else {
+        req->hc->counted = true;
+        http_metrics_bump(&m->connections, 1);
     }
 }
 
@@ -232,6 +286,8 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
                     resp.final_status);
     if (req.log)
         http_access_log(&req, &resp);
+    if (unlikely(atomic_load_explicit(&http_metrics_on, memory_order_relaxed)))
+        count(&req, &resp);
     hc->resp = NULL; /* logged: nothing left for abandon() */
     if (ctx->out.len >= OUT_FLUSH_AT)
         conn_flush(ctx);
@@ -319,6 +375,8 @@ static enum conn_verdict run(struct conn_ctx *ctx)
     struct http_worker *hw = conn_worker_state(ctx);
     hc->closing = hc->lingering = hc->mid_request = hc->after_proxy_hdr = false;
     hc->resp = NULL;
+    if (ctx->fresh)
+        hc->counted = false;
 
     for (;;) {
         struct http_head head;
@@ -491,6 +549,8 @@ struct http_worker *http_worker_new(const struct http_config *cfg)
         free(hw);
         hw = NULL;
     }
+    if (hw)
+        http_metrics_register(hw);
     return hw;
 }
 
@@ -510,6 +570,7 @@ void http_worker_free(struct http_worker *hw)
 {
     if (!hw)
         return;
+    http_metrics_unregister(hw);
     for (unsigned i = 0; i < HTTP_LOG_FILES_MAX; i++)
         strbuf_free(&hw->log[i].b);
     tpl_scratch_free(hw->scratch);

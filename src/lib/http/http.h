@@ -20,6 +20,7 @@ struct trie;
 struct http_vhost;
 struct http_log;
 struct http_log_files;
+struct http_filters;
 struct tpl;
 struct tpl_scratch;
 
@@ -75,6 +76,7 @@ struct http_config {
     const struct http_log_files *log_files;
     const struct http_log *access_log;
     const struct http_log *site_log;
+    const struct http_filters *filters; /* the default site's (http/filter.h); NULL: none */
 };
 
 /* The methods a handler is called for: its own (GET when it names none)

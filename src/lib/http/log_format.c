@@ -31,6 +31,7 @@ enum field {
     F_USER_AGENT,
     F_HOST,
     F_COMPLETION,
+    F_REMOTE_USER,
     F_SSL_PROTOCOL,
     F_SSL_CIPHER,
     F_SSL_SERVER_NAME,
@@ -54,6 +55,7 @@ static const char *const field_names[F_COUNT] = {
     [F_USER_AGENT] = "user_agent",
     [F_HOST] = "host",
     [F_COMPLETION] = "completion",
+    [F_REMOTE_USER] = "remote_user",
     [F_SSL_PROTOCOL] = "ssl_protocol",
     [F_SSL_CIPHER] = "ssl_cipher",
     [F_SSL_SERVER_NAME] = "ssl_server_name",
@@ -316,6 +318,10 @@ static struct val value(struct line *l, enum field f)
     case F_HOST:
         return head->host.len ? (struct val){.kind = K_STR, .s = head->host}
                               : (struct val){.kind = K_NONE};
+    case F_REMOTE_USER: {
+        const char *u = HTTP_REQ_USER(req);
+        return u ? (struct val){.kind = K_STR, .s = {u, strlen(u)}} : (struct val){.kind = K_NONE};
+    }
     case F_COMPLETION:
         return l->resp->interrupted ? (struct val){.kind = K_NONE}
                                     : (struct val){.kind = K_SAFE, .s = {.p = "OK", .len = 2}};

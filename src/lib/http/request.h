@@ -16,6 +16,7 @@
 #include "http/chunked.h"
 #include "http/fields.h"
 #include "http/http.h"
+#include "http/metrics.h"
 #include "http/uri.h"
 
 /* A worker thread's HTTP state (the runtime's proto_state). */
@@ -54,7 +55,9 @@ struct http_worker {
     time_t log_iso_time; /* the second log_iso shows */
     char log_iso[40];    /* "2026-11-22T13:40:00+00:00" */
     size_t log_iso_len;
-    struct conn_peer log_peer; /* the last client logged, and its address as text */
+    struct http_metrics metrics;      /* this worker's counters (http/metrics.h) */
+    struct http_worker *metrics_next; /* the workers a scrape sums */
+    struct conn_peer log_peer;        /* the last client logged, and its address as text */
     char log_peer_str[48];
     size_t log_peer_len;
 };
@@ -93,7 +96,15 @@ struct http_conn {
     bool mid_request;            /* part of a request is buffered or being read (408 on timeout) */
     bool after_proxy_hdr;        /* a PROXY header came, its first request not yet: not idle */
     struct colibri_response *resp; /* the request handle() runs now (on its stack) */
+    /* set when a request's site has filters (req->filtered), else stale:
+     * those filters, and the user an auth filter let in (NUL-terminated,
+     * in the arena; NULL: none), for the access log */
+    const struct http_filters *filters;
+    const char *user;
+    bool counted; /* metrics: a request of it was counted already */
 };
+/* The user an auth filter let in, or NULL. */
+#define HTTP_REQ_USER(req) ((req)->filtered ? (req)->hc->user : NULL)
 
 struct colibri_request {
     struct conn_ctx *ctx;
@@ -112,6 +123,13 @@ struct colibri_request {
      * cleared when reading starts (the closing lifted) or when a head
      * announced the close (it stays) */
     bool expect_closing;
+    /* filters (in the padding before needs: a request without any pays
+     * nothing to zero): whether its site's ran (hc->filters, hc->user are
+     * then this request's), whether the head writer runs their headers
+     * phase (once), and the internal rewrites so far */
+    bool filtered;
+    bool head_filters;
+    uint8_t rewrites;
     unsigned needs;   /* the handler's enum colibri_need */
     struct view path; /* decoded and normalised: the head's bytes, or the arena's */
     uint64_t body_left;
@@ -136,6 +154,7 @@ struct colibri_response {
      * first: for a caller whose lines outlive the writing of the head
      * (serve_files' precomputed ones, while it holds the cache entry) */
     struct view lines;
+    bool filtering; /* the headers phase runs (filter.c) */
 };
 
 /* --- request.c --- */

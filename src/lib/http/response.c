@@ -12,6 +12,7 @@
 #include "base/itoa.h"
 #include "http/access_log.h"
 #include "http/date.h"
+#include "http/filter.h"
 #include "http/status.h"
 #include "rt/conn.h"
 #include "tpl/tpl.h"
@@ -279,6 +280,8 @@ static inline __attribute__((always_inline)) void write_head(struct colibri_requ
                                                              int status, int64_t content_length,
                                                              const char *mime, struct view body)
 {
+    if (unlikely(req->head_filters))
+        mime = http_filters_head(req, resp, mime);
     if (likely(status == 200 && content_length >= 0) &&
         write_head_ok(req, resp, (uint64_t)content_length, mime, body))
         return;
@@ -434,7 +437,7 @@ static bool field_ok(const char *s, bool name)
 
 int colibri_resp_header(struct colibri_response *resp, const char *name, const char *value)
 {
-    if (!field_ok(name, true) || !field_ok(value, false) || resp->streaming)
+    if (!field_ok(name, true) || !field_ok(value, false) || (resp->streaming && !resp->filtering))
         return -EINVAL;
     if (strbuf_printf(&resp->req->hc->hdrs, "%s: %s\r\n", name, value) < 0)
         return -ENOMEM;

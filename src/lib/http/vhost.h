@@ -15,13 +15,15 @@
 
 struct trie;
 struct http_log;
+struct http_filters;
 
 /* A name of a named site, as the server hands them to the HTTP layer. */
 struct http_vhost {
     const char *name; /* canonical: lower case, no port, no trailing dot */
     size_t len;
     const struct trie *routes;
-    const struct http_log *log; /* its site's access log (NULL: none) */
+    const struct http_log *log;         /* its site's access log (NULL: none) */
+    const struct http_filters *filters; /* its site's filters (http/filter.h); NULL: none */
 };
 
 /* The name part of a host the parser accepted: without ":port" and

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <arpa/inet.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -36,6 +37,79 @@ int spare_open(void)
  * Aborted connections are skipped, a bounded number of them: a flood of
  * them must not keep the worker from its other connections (the socket
  * stays readable, and epoll reports it again). */
+/* max_connections_per_client (accept.h): the counters, and by fd the
+ * counter an accepted connection holds (+1; 0: none) */
+static struct {
+    uint32_t max;
+    uint32_t n_fds;
+    _Atomic uint32_t *count;
+    uint32_t *slot_of;
+    _Atomic uint64_t refused;
+} per_client;
+
+int accept_client_limit(uint32_t max, uint32_t max_fds)
+{
+    per_client.max = 0;
+    if (!max)
+        return 0;
+    if (!per_client.count) {
+        per_client.count = calloc(ACCEPT_CLIENT_SLOTS, sizeof(*per_client.count));
+        per_client.slot_of = calloc(max_fds, sizeof(*per_client.slot_of));
+        if (!per_client.count || !per_client.slot_of) {
+            free((void *)per_client.count);
+            free(per_client.slot_of);
+            per_client.count = NULL;
+            per_client.slot_of = NULL;
+            return -ENOMEM;
+        }
+        per_client.n_fds = max_fds;
+    }
+    per_client.max = max;
+    return 0;
+}
+
+void accept_client_release(int fd)
+{
+    if (per_client.slot_of && (uint32_t)fd < per_client.n_fds && per_client.slot_of[fd]) {
+        atomic_fetch_sub_explicit(&per_client.count[per_client.slot_of[fd] - 1], 1,
+                                  memory_order_relaxed);
+        per_client.slot_of[fd] = 0;
+    }
+}
+
+uint64_t accept_client_refused(void)
+{
+    return atomic_load_explicit(&per_client.refused, memory_order_relaxed);
+}
+
+/* Counts fd for its client; false (nothing counted) when the client has
+ * max connections already. */
+static bool client_admit(int fd, const struct sockaddr_storage *ss)
+{
+    struct conn_peer p = conn_peer_from(ss);
+    if ((uint32_t)fd >= per_client.n_fds || !p.family)
+        return true;
+    size_t n = p.family == AF_INET ? 4 : 16;
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p.addr[i]) * 16777619u;
+    uint32_t slot = (h ^ h >> 16) % ACCEPT_CLIENT_SLOTS;
+    uint32_t now = atomic_fetch_add_explicit(&per_client.count[slot], 1, memory_order_relaxed);
+    if (now >= per_client.max) {
+        atomic_fetch_sub_explicit(&per_client.count[slot], 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&per_client.refused, 1, memory_order_relaxed);
+        char a[48] = "?";
+        inet_ntop(p.family, p.addr, a, sizeof(a));
+        LOG_LIMITED(LOG_WARN,
+                    "%s: max_connections_per_client (%u) reached: a new connection closed (%llu "
+                    "so far)",
+                    a, per_client.max, (unsigned long long)accept_client_refused());
+        return false;
+    }
+    per_client.slot_of[fd] = slot + 1;
+    return true;
+}
+
 int accept_one(int lfd, int *spare, struct conn_peer *peers, uint32_t max_fds)
 {
     for (int tries = 0; tries < 64; tries++) {
@@ -44,6 +118,11 @@ int accept_one(int lfd, int *spare, struct conn_peer *peers, uint32_t max_fds)
         int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0) {
             tsan_acquire(FD_SYNC(fd));
+            if (unlikely(per_client.max != 0) && !client_admit(fd, &ss)) {
+                tsan_release(FD_SYNC(fd));
+                close(fd);
+                continue;
+            }
             if (peers && (uint32_t)fd < max_fds)
                 peers[fd] = conn_peer_from(&ss);
             return fd;
@@ -201,6 +280,7 @@ int acceptor_run(struct acceptor *a, struct worker *const *workers, unsigned n, 
                 struct fd_ring *r = workers[wi]->ring;
                 uint32_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
                 if (t - atomic_load_explicit(&r->head, memory_order_acquire) == FD_RING_SIZE) {
+                    accept_client_release(fd);
                     close(fd); /* that worker is hopelessly behind */
                     continue;
                 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <pthread.h>
+#include <stdint.h>
 
 #include "rt/worker.h"
 
@@ -30,3 +31,15 @@ int acceptor_run(struct acceptor *a, struct worker *const *workers, unsigned n, 
 /* Closes every listener it still holds (new connections are refused at
  * once) and frees what is queued. */
 void acceptor_destroy(struct acceptor *a);
+
+/* max_connections_per_client: process-wide, set before the workers start
+ * (0: no limit; the default). Connections are counted per client address
+ * at accept, in a table of ACCEPT_CLIENT_SLOTS counters (addresses that
+ * share a counter share the limit: with this many, rarely), and one beyond
+ * max is closed at once, counted and logged (rate-limited). 0 or -ENOMEM. */
+#define ACCEPT_CLIENT_SLOTS 65536u
+int accept_client_limit(uint32_t max, uint32_t max_fds);
+/* Before an accepted fd is closed: its client's count goes down. */
+void accept_client_release(int fd);
+/* Connections closed at accept for their client's count so far. */
+uint64_t accept_client_refused(void);

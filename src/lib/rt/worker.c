@@ -1,6 +1,7 @@
 /* worker.c - the worker thread's loop: accept (rt/accept.c), wake coroutines on
  * readiness, expire timeouts, stop gracefully. */
 #include "rt/internal.h"
+#include "rt/accept.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -212,6 +213,7 @@ static void conn_cut(struct worker *w, int fd, enum conn_cut why)
     }
     c->flags = 0;
     void_later_events(w, fd);
+    accept_client_release(fd);
     tsan_release(FD_SYNC(fd));
     close(fd);
     w->n_conns--;
@@ -392,6 +394,7 @@ static void conn_event(struct worker *w, int fd, uint32_t events)
 static void adopt(struct worker *w, int fd, uint16_t listener)
 {
     if ((uint32_t)fd >= w->max_fds || w->stopping) {
+        accept_client_release(fd);
         close(fd);
         return;
     }

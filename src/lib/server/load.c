@@ -343,7 +343,9 @@ static void load_site_body(struct colibri_server *srv, struct config_node *site,
                                  n->name);
             else if (!m)
                 r = config_error(n, err, errlen, "unknown key in site");
-            else if (!n->is_section)
+            else if (m->line_form && n->is_section)
+                r = config_error(n, err, errlen, "is a line, not a section");
+            else if (!n->is_section && !m->line_form)
                 r = config_error(n, err, errlen, "expected '%s PREFIX { ... }'", n->name);
             else if ((r = m->from_config(srv, (struct colibri_conf *)n, err, errlen)) && !err[0])
                 /* the module said nothing: at least say where */
@@ -499,6 +501,13 @@ static void load_settings(struct colibri_server *srv, struct config *cfg, struct
             note(e, n, err);
         else
             srv->n_threads = (unsigned)v;
+    }
+    if ((n = config_take(root, "max_connections_per_client"))) {
+        long v;
+        if ((r = config_int(n, 0, 1000000, &v, err, errlen)))
+            note(e, n, err);
+        else
+            srv->max_conn_per_client = (uint32_t)v;
     }
     if ((n = config_take(root, "keep_alive_timeout")) &&
         (r = seconds(n, &srv->wcfg.keep_alive_s, err, errlen)))

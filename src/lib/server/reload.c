@@ -19,6 +19,7 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "http/metrics.h"
 #include "config/config.h"
 #include "server/server.h"
 #include "server/systemd.h"
@@ -134,6 +135,8 @@ static void restart_only(struct colibri_server *srv, struct colibri_server *next
         {"error_log_level", b->level != a->level, b->level},
         {"pid_file", str_differ(b->pid_path, a->pid_path), sig_str(b->pid_path)},
         {"sandbox", next->sandbox_on != srv->sandbox_on, next->sandbox_on},
+        {"max_connections_per_client", next->max_conn_per_client != srv->max_conn_per_client,
+         next->max_conn_per_client},
     };
     _Static_assert(N_ELEMENTS(keys) <= N_ELEMENTS(srv->restart_seen), "room for every key");
     for (size_t i = 0; i < N_ELEMENTS(keys); i++) {
@@ -398,6 +401,7 @@ void server_reload(struct colibri_server *srv)
     char *err = calloc(1, ERR_MAX);
     if (!err) {
         log_msg(LOG_ERROR, "reload failed: out of memory");
+        http_metrics_reloaded(false);
         return;
     }
     log_msg(LOG_INFO, "reloading");
@@ -431,6 +435,7 @@ void server_reload(struct colibri_server *srv)
     } else {
         log_msg(LOG_INFO, "reloaded");
     }
+    http_metrics_reloaded(r == 0);
     sd_notify_send("READY=1");
     free(err);
 }

@@ -18,6 +18,7 @@
 #include "base/log.h"
 #include "builtins.h"
 #include "config/config.h"
+#include "http/filter.h"
 #include "route/trie.h"
 #include "server/builtin.h"
 #include "server/privs.h"
@@ -109,6 +110,15 @@ void server_release_routes(struct colibri_server *srv)
     srv->vhosts = NULL;
     free(srv->vhost_lines);
     srv->vhost_lines = NULL;
+    if (srv->filters)
+        http_filters_free(srv->filters);
+    free(srv->filters);
+    srv->filters = NULL;
+    for (unsigned i = 0; i < srv->n_site_filters; i++)
+        http_filters_free(&srv->site_filters[i]);
+    free(srv->site_filters);
+    srv->site_filters = NULL;
+    srv->n_site_filters = 0;
     srv->n_vhosts = 0;
     tpl_free(srv->error_tpl);
     srv->error_tpl = NULL;
@@ -248,6 +258,59 @@ out_free:
     if (free_data)
         free_data(data);
     return e;
+}
+
+int colibri_server_add_filter(struct colibri_server *srv, const char *prefix,
+                              const struct colibri_filter *f, void *data, void (*free_data)(void *),
+                              char *err, size_t errlen)
+{
+    int e = -EINVAL;
+    if (!prefix || prefix[0] != '/') {
+        err_set(err, errlen, e, NULL, "prefix '%s' must start with '/'", prefix ? prefix : "");
+        goto out_free;
+    }
+    if (!f || !f->fn || (unsigned)f->phase >= COLIBRI_PHASE_COUNT) {
+        err_set(err, errlen, e, NULL, "a filter needs a function and a phase");
+        goto out_free;
+    }
+    e = -ENOMEM;
+    struct http_filters *fs = NULL;
+    if (!srv->loading) {
+        if (!srv->filters && !(srv->filters = calloc(1, sizeof(*srv->filters))))
+            goto out_nomem;
+        fs = srv->filters;
+    } else {
+        unsigned i = 0;
+        while (i < srv->n_sites && srv->site_routes[i] != srv->loading)
+            i++;
+        if (i >= srv->n_site_filters) {
+            fs = realloc(srv->site_filters, (i + 1) * sizeof(*fs));
+            if (!fs)
+                goto out_nomem;
+            memset(fs + srv->n_site_filters, 0, (i + 1 - srv->n_site_filters) * sizeof(*fs));
+            srv->site_filters = fs;
+            srv->n_site_filters = i + 1;
+        }
+        fs = &srv->site_filters[i];
+    }
+    if (http_filters_add(fs, f, prefix, data, free_data, srv->loading_line) == 0)
+        return 0;
+out_nomem:
+    err_set(err, errlen, e, NULL, "out of memory");
+out_free:
+    if (free_data)
+        free_data(data);
+    return e;
+}
+
+/* The filters of the site whose routes are routes; NULL: none. */
+static const struct http_filters *filters_of(const struct colibri_server *s,
+                                             const struct trie *routes)
+{
+    for (unsigned i = 0; i < s->n_site_filters && i < s->n_sites; i++)
+        if (s->site_routes[i] == routes)
+            return s->site_filters[i].n ? &s->site_filters[i] : NULL;
+    return NULL;
 }
 
 int colibri_server_remove_route(struct colibri_server *srv, const char *prefix)
@@ -401,6 +464,9 @@ void server_finish_http(struct colibri_server *s, const struct colibri_server *s
     s->http.site_log = logs_site(&s->logs, NULL);
     for (unsigned i = 0; i < s->n_vhosts; i++)
         s->vhosts[i].log = logs_site(&s->logs, s->vhosts[i].routes);
+    s->http.filters = s->filters && s->filters->n ? s->filters : NULL;
+    for (unsigned i = 0; i < s->n_vhosts; i++)
+        s->vhosts[i].filters = filters_of(s, s->vhosts[i].routes);
     s->http.error_tpl = s->error_tpl;
     /* without named sites, everything goes to the default site (routes or
      * not); with them, an unknown host gets 421 unless there is a default */
@@ -422,6 +488,8 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
 
     unsigned n = srv->n_threads ? srv->n_threads : server_cpu_count();
     srv->max_fds = raise_fd_limit();
+    if (accept_client_limit(srv->max_conn_per_client, srv->max_fds) < 0)
+        return err_set(err, errlen, -ENOMEM, NULL, "max_connections_per_client: out of memory");
     /* mapped: page-aligned, so each pair of 32-byte entries fills exactly
      * one cache line, and untouched pages of the table cost no memory */
     size_t table = (size_t)srv->max_fds * sizeof(struct conn);

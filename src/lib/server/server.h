@@ -62,6 +62,11 @@ struct colibri_server {
     struct trie *loading; /* the named site being loaded: add_route's target (NULL: default) */
     int loading_line;     /* the config line being loaded (routes remember it), or 0 */
     bool has_default;     /* a "site { }", or a route added to the default site */
+    /* the filters (http/filter.h): the default site's, and by index of
+     * site_routes those of the named sites (n_site_filters of them so far) */
+    struct http_filters *filters;
+    struct http_filters *site_filters;
+    unsigned n_site_filters;
     struct colibri_handler **handlers; /* each its own allocation: routes point to them */
     bool *handler_lib;                 /* by handler: registered by a "module FILE" library */
     unsigned n_handlers;
@@ -73,12 +78,13 @@ struct colibri_server {
     unsigned n_libs;
     struct worker_cfg wcfg;
     struct http_config http;
-    struct tpl *error_tpl; /* owned; http.error_tpl points to it */
-    bool *listen_shared;   /* by listener: one socket shared by all workers (systemd's) */
-    struct privs privs;    /* "user", "chroot" */
-    bool accept_thread;    /* accept = thread: one acceptor deals fds to workers */
-    int acceptor_wake;     /* eventfd, acceptor mode only */
-    int *acceptor_fds;     /* its sockets, until the acceptor takes them */
+    struct tpl *error_tpl;        /* owned; http.error_tpl points to it */
+    bool *listen_shared;          /* by listener: one socket shared by all workers (systemd's) */
+    struct privs privs;           /* "user", "chroot" */
+    bool accept_thread;           /* accept = thread: one acceptor deals fds to workers */
+    uint32_t max_conn_per_client; /* max_connections_per_client; 0: none */
+    int acceptor_wake;            /* eventfd, acceptor mode only */
+    int *acceptor_fds;            /* its sockets, until the acceptor takes them */
     /* "sandbox = true"; the paths it allows (NULL until one is named) */
     bool sandbox_on;
     struct sandbox *sandbox;

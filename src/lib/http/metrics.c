@@ -1,0 +1,200 @@
+/* metrics.c - per-worker counters and their Prometheus text exposition
+ * (metrics.h). */
+#include "http/metrics.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "http/request.h"
+#include "http/vhost.h"
+#include "rt/conn.h"
+
+_Atomic bool http_metrics_on;
+
+static pthread_mutex_t workers_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct http_worker *workers; /* linked by metrics_next */
+static time_t start_time;
+static _Atomic uint64_t reloads[2]; /* failed, ok */
+
+void http_metrics_reloaded(bool ok)
+{
+    atomic_fetch_add_explicit(&reloads[ok], 1, memory_order_relaxed);
+}
+
+void http_metrics_register(struct http_worker *hw)
+{
+    pthread_mutex_lock(&workers_lock);
+    if (!start_time)
+        start_time = time(NULL);
+    hw->metrics_next = workers;
+    workers = hw;
+    pthread_mutex_unlock(&workers_lock);
+}
+
+void http_metrics_unregister(struct http_worker *hw)
+{
+    pthread_mutex_lock(&workers_lock);
+    for (struct http_worker **p = &workers; *p; p = &(*p)->metrics_next) {
+        if (*p == hw) {
+            *p = hw->metrics_next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&workers_lock);
+}
+
+unsigned http_metrics_site(const struct colibri_request *req)
+{
+    const struct http_config *cfg = req->cfg;
+    if (!req->head)
+        return 0;
+    const struct http_vhost *v = http_vhost_find(cfg->vhosts, cfg->n_vhosts, req->head->host);
+    if (!v)
+        return 0;
+    size_t i = (size_t)(v - cfg->vhosts) + 1;
+    return i < HTTP_METRICS_SITES ? (unsigned)i : HTTP_METRICS_SITES - 1;
+}
+
+static uint64_t get(const _Atomic uint64_t *c)
+{
+    return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+static const char *site_name(const struct http_config *cfg, unsigned slot)
+{
+    if (!slot)
+        return "default";
+    if (slot - 1 < cfg->n_vhosts && slot < HTTP_METRICS_SITES - 1)
+        return cfg->vhosts[slot - 1].name;
+    return "other";
+}
+
+static int open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n - 1; /* the one opendir holds */
+}
+
+static long rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "re");
+    long pages = -1, rss = -1;
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
+            rss = -1;
+        fclose(f);
+    }
+    return rss < 0 ? -1 : rss * sysconf(_SC_PAGESIZE);
+}
+
+int http_metrics_render(const struct colibri_request *req, struct strbuf *out)
+{
+    static struct http_metrics sum; /* under workers_lock */
+    const struct http_config *cfg = req->cfg;
+    int r = 0;
+    pthread_mutex_lock(&workers_lock);
+    memset(&sum, 0, sizeof(sum));
+    for (const struct http_worker *w = workers; w; w = w->metrics_next) {
+        const struct http_metrics *m = &w->metrics;
+        for (unsigned s = 0; s < HTTP_METRICS_SITES; s++)
+            for (unsigned c = 0; c < 5; c++)
+                for (unsigned k = 0; k < COLIBRI_METHOD_COUNT; k++)
+                    sum.requests[s][c][k] += get(&m->requests[s][c][k]);
+        sum.bytes_in += get(&m->bytes_in);
+        sum.bytes_out += get(&m->bytes_out);
+        for (unsigned b = 0; b <= HTTP_METRICS_BUCKETS; b++)
+            sum.duration[b] += get(&m->duration[b]);
+        sum.duration_ns += get(&m->duration_ns);
+        sum.connections += get(&m->connections);
+        sum.reused += get(&m->reused);
+    }
+    time_t started = start_time;
+    pthread_mutex_unlock(&workers_lock);
+
+    r |= strbuf_append_str(out, "# HELP colibri_http_requests_total Requests answered, by site, "
+                                "status class and method.\n"
+                                "# TYPE colibri_http_requests_total counter\n");
+    for (unsigned s = 0; s < HTTP_METRICS_SITES; s++)
+        for (unsigned c = 0; c < 5; c++)
+            for (unsigned k = 0; k < COLIBRI_METHOD_COUNT; k++) {
+                uint64_t v = sum.requests[s][c][k];
+                if (v)
+                    r |= strbuf_printf(out,
+                                       "colibri_http_requests_total{site=\"%s\",code=\"%uxx\","
+                                       "method=\"%s\"} %llu\n",
+                                       site_name(cfg, s), c + 1,
+                                       colibri_method_name((enum colibri_method)k),
+                                       (unsigned long long)v);
+            }
+    r |= strbuf_printf(out,
+                       "# HELP colibri_http_request_bytes_total Request bytes received (heads and "
+                       "bodies).\n# TYPE colibri_http_request_bytes_total counter\n"
+                       "colibri_http_request_bytes_total %llu\n"
+                       "# HELP colibri_http_response_body_bytes_total Response body bytes sent.\n"
+                       "# TYPE colibri_http_response_body_bytes_total counter\n"
+                       "colibri_http_response_body_bytes_total %llu\n"
+                       "# HELP colibri_http_request_duration_seconds From a request's head to its "
+                       "answer.\n# TYPE colibri_http_request_duration_seconds histogram\n",
+                       (unsigned long long)sum.bytes_in, (unsigned long long)sum.bytes_out);
+    uint64_t cum = 0;
+    for (unsigned b = 0; b < HTTP_METRICS_BUCKETS; b++) {
+        cum += sum.duration[b];
+        double le = (double)(1ull << (b + HTTP_METRICS_LOG2_MIN)) / 1e9;
+        r |= strbuf_printf(out, "colibri_http_request_duration_seconds_bucket{le=\"%.9g\"} %llu\n",
+                           le, (unsigned long long)cum);
+    }
+    cum += sum.duration[HTTP_METRICS_BUCKETS];
+    r |= strbuf_printf(out,
+                       "colibri_http_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
+                       "colibri_http_request_duration_seconds_sum %.6f\n"
+                       "colibri_http_request_duration_seconds_count %llu\n",
+                       (unsigned long long)cum, (double)sum.duration_ns / 1e9,
+                       (unsigned long long)cum);
+    r |= strbuf_printf(out,
+                       "# HELP colibri_http_connections_total Connections that sent a request.\n"
+                       "# TYPE colibri_http_connections_total counter\n"
+                       "colibri_http_connections_total %llu\n"
+                       "# HELP colibri_http_keepalive_requests_total Requests after the first on "
+                       "their connection.\n# TYPE colibri_http_keepalive_requests_total counter\n"
+                       "colibri_http_keepalive_requests_total %llu\n",
+                       (unsigned long long)sum.connections, (unsigned long long)sum.reused);
+    r |= strbuf_printf(out,
+                       "# HELP colibri_reloads_total Config reloads, by outcome.\n"
+                       "# TYPE colibri_reloads_total counter\n"
+                       "colibri_reloads_total{outcome=\"ok\"} %llu\n"
+                       "colibri_reloads_total{outcome=\"failed\"} %llu\n",
+                       (unsigned long long)atomic_load(&reloads[1]),
+                       (unsigned long long)atomic_load(&reloads[0]));
+    r |= strbuf_printf(out,
+                       "# HELP process_start_time_seconds Start time of the process since the "
+                       "epoch, in seconds.\n# TYPE process_start_time_seconds gauge\n"
+                       "process_start_time_seconds %lld\n",
+                       (long long)started);
+    int fds = open_fds();
+    if (fds >= 0)
+        r |= strbuf_printf(out,
+                           "# HELP process_open_fds Open file descriptors.\n"
+                           "# TYPE process_open_fds gauge\nprocess_open_fds %d\n",
+                           fds);
+    long rss = rss_bytes();
+    if (rss >= 0)
+        r |= strbuf_printf(out,
+                           "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
+                           "# TYPE process_resident_memory_bytes gauge\n"
+                           "process_resident_memory_bytes %ld\n",
+                           rss);
+    return r ? -ENOMEM : 0;
+}

@@ -1,0 +1,63 @@
+/* metrics.h - counters for the metrics module (Prometheus): kept per
+ * worker thread, written by that thread alone with plain (relaxed atomic)
+ * loads and stores, no read-modify-write, and summed by whichever thread
+ * renders a scrape. Counting is off until a config has a metrics section
+ * (http_metrics_on); then handle() counts each answered request once. */
+#pragma once
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/strbuf.h"
+#include "colibri.h"
+
+#define HTTP_METRICS_SITES                                                                         \
+    16 /* 0: the default site; i + 1: the named site i (the last takes the rest) */
+/* The duration histogram's buckets are powers of two of nanoseconds, so
+ * a request finds its own with one bit scan: bucket b holds durations
+ * below 2^(b + HTTP_METRICS_LOG2_MIN) ns (2^20 ns = 1.05 ms, ..., 2^34 ns
+ * = 17.2 s), the last one everything longer. */
+#define HTTP_METRICS_LOG2_MIN 20
+#define HTTP_METRICS_BUCKETS  15
+
+struct http_metrics {
+    _Atomic uint64_t requests[HTTP_METRICS_SITES][5][COLIBRI_METHOD_COUNT];
+    _Atomic uint64_t bytes_in, bytes_out;
+    _Atomic uint64_t duration[HTTP_METRICS_BUCKETS + 1]; /* by bucket (not cumulative) */
+    _Atomic uint64_t duration_ns;
+    _Atomic uint64_t connections, reused;
+};
+
+/* The bucket of a duration of ns nanoseconds (0..HTTP_METRICS_BUCKETS). */
+static inline unsigned http_metrics_bucket(uint64_t ns)
+{
+    unsigned log2 = 63u - (unsigned)__builtin_clzll(ns | 1);
+    unsigned b = log2 < HTTP_METRICS_LOG2_MIN ? 0 : log2 - HTTP_METRICS_LOG2_MIN + 1;
+    return b < HTTP_METRICS_BUCKETS ? b : HTTP_METRICS_BUCKETS;
+}
+
+/* The owner's increment: a load and a store, no locked instruction. */
+static inline void http_metrics_bump(_Atomic uint64_t *c, uint64_t by)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + by,
+                          memory_order_relaxed);
+}
+
+struct colibri_request;
+struct colibri_response;
+struct http_worker;
+
+extern _Atomic bool http_metrics_on;
+
+/* The counters' slot of the request's site (named sites only: the
+ * default site is 0). */
+unsigned http_metrics_site(const struct colibri_request *req);
+/* Every worker's counters summed, as Prometheus text exposition into out;
+ * site names from cfg's sites. 0 or -ENOMEM. */
+int http_metrics_render(const struct colibri_request *req, struct strbuf *out);
+/* A reload ended (the control thread): counted by outcome. */
+void http_metrics_reloaded(bool ok);
+/* The worker joins (or leaves) the set a scrape sums. */
+void http_metrics_register(struct http_worker *hw);
+void http_metrics_unregister(struct http_worker *hw);
