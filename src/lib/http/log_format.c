@@ -31,6 +31,8 @@ enum field {
     F_USER_AGENT,
     F_HOST,
     F_COMPLETION,
+    F_UPSTREAM_ADDR,
+    F_UPSTREAM_RESPONSE_TIME_MS,
     F_COUNT
 };
 
@@ -50,6 +52,8 @@ static const char *const field_names[F_COUNT] = {
     [F_USER_AGENT] = "user_agent",
     [F_HOST] = "host",
     [F_COMPLETION] = "completion",
+    [F_UPSTREAM_ADDR] = "upstream_addr",
+    [F_UPSTREAM_RESPONSE_TIME_MS] = "upstream_response_time_ms",
 };
 
 #define LITERAL 0xff
@@ -299,6 +303,15 @@ static struct val value(struct line *l, enum field f)
     case F_COMPLETION:
         return l->resp->interrupted ? (struct val){.kind = K_NONE}
                                     : (struct val){.kind = K_SAFE, .s = {.p = "OK", .len = 2}};
+    case F_UPSTREAM_ADDR:
+        return l->resp->upstream_addr ? (struct val){.kind = K_STR,
+                                                     .s = {.p = l->resp->upstream_addr,
+                                                           .len = strlen(l->resp->upstream_addr)}}
+                                      : (struct val){.kind = K_NONE};
+    case F_UPSTREAM_RESPONSE_TIME_MS:
+        return l->resp->upstream_addr && l->resp->upstream_ms >= 0
+                   ? (struct val){.kind = K_NUM, .n = (uint64_t)l->resp->upstream_ms}
+                   : (struct val){.kind = K_NONE};
     default:
         return (struct val){.kind = K_NONE};
     }

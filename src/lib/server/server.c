@@ -82,6 +82,38 @@ struct colibri_server *colibri_server_new(void)
 
 static void release_listeners(struct colibri_server *srv);
 
+struct server_kept {
+    char *kind, *name;
+    void *obj;
+    void (*free_fn)(void *);
+    struct server_kept *next;
+};
+
+int builtin_keep(struct colibri_server *srv, const char *kind, const char *name, void *obj,
+                 void (*free_fn)(void *))
+{
+    if (builtin_find(srv, kind, name))
+        return -EEXIST;
+    struct server_kept *k = calloc(1, sizeof(*k));
+    if (!k || !(k->kind = strdup(kind)) || !(k->name = strdup(name))) {
+        if (k)
+            free(k->kind);
+        free(k);
+        return -ENOMEM;
+    }
+    *k = (struct server_kept){k->kind, k->name, obj, free_fn, srv->kept};
+    srv->kept = k;
+    return 0;
+}
+
+void *builtin_find(struct colibri_server *srv, const char *kind, const char *name)
+{
+    for (struct server_kept *k = srv->kept; k; k = k->next)
+        if (!strcmp(k->kind, kind) && !strcmp(k->name, name))
+            return k->obj;
+    return NULL;
+}
+
 void server_release_routes(struct colibri_server *srv)
 {
     while (srv->route_list) {
@@ -90,6 +122,16 @@ void server_release_routes(struct colibri_server *srv)
         if (r->free_data)
             r->free_data(r->data);
         free(r);
+    }
+    /* after the routes, which may point to them */
+    while (srv->kept) {
+        struct server_kept *k = srv->kept;
+        srv->kept = k->next;
+        if (k->free_fn)
+            k->free_fn(k->obj);
+        free(k->kind);
+        free(k->name);
+        free(k);
     }
     trie_free(srv->routes);
     srv->routes = NULL;

@@ -52,6 +52,9 @@ struct colibri_server {
     uint32_t max_fds;
     struct trie *routes; /* the default site's */
     struct http_route *route_list;
+    /* objects modules share between their routes (builtin_keep), freed
+     * with the routes */
+    struct server_kept *kept;
     /* named sites (virtual hosts): one trie per "site NAME... { }" block,
      * and every name with the trie of its block and the line naming it */
     struct trie **site_routes;
