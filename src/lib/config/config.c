@@ -397,6 +397,52 @@ static int check_braces(struct parser *ps, const char *key, size_t keylen, const
     return 0;
 }
 
+/* "KEY VALUE { k = v; k2 = v2 }": a section on one line, its keys
+ * separated by ';' (v..e is what follows the key, up to the closing '}'). */
+static int one_line_section(struct parser *ps, const char *key, size_t keylen, const char *v,
+                            const char *e)
+{
+    const char *open = NULL;
+    for (const char *p = v; p < e; p++)
+        if (*p == '{' && (p == v || is_ws(p[-1])) && (p + 1 == e || is_ws(p[1]))) {
+            open = p;
+            break;
+        }
+    if (!open)
+        return parse_error(ps, key, keylen, "'}' must be on a line of its own");
+    const char *ve = trim_end(v, open);
+    int r = check_braces(ps, key, keylen, v, ve);
+    if (r < 0 || (r = unquoted_value(ps, key, keylen, v, ve)) < 0 ||
+        (r = add_node(ps, key, keylen, true)) < 0)
+        return r;
+    for (const char *p = open + 1; p < e;) {
+        const char *semi = memchr(p, ';', (size_t)(e - p));
+        const char *ie = semi ? semi : e;
+        const char *k = skip_ws(p, ie);
+        p = semi ? semi + 1 : e;
+        if (k == ie)
+            continue;
+        const char *q = k;
+        while (q < ie && is_key_char(*q))
+            q++;
+        size_t kl = (size_t)(q - k);
+        if (!kl)
+            return parse_error(ps, key, keylen, "expected 'KEY = VALUE' inside '{ }'");
+        q = skip_ws(q, ie);
+        if (q < ie && *q == '=')
+            q = skip_ws(q + 1, ie);
+        const char *vend = trim_end(q, ie);
+        if ((r = check_braces(ps, k, kl, q, vend)) < 0)
+            return r;
+        strbuf_reset(&ps->value);
+        if ((r = unquoted_value(ps, k, kl, q, vend)) < 0 || (r = add_node(ps, k, kl, false)) < 0)
+            return r;
+    }
+    ps->depth--;
+    ps->pending = NULL;
+    return 0;
+}
+
 static int parse_line(struct parser *ps, const char *line, const char *e)
 {
     const char *p = skip_ws(line, e);
@@ -466,6 +512,8 @@ static int parse_line(struct parser *ps, const char *line, const char *e)
         if (ve > v && ve[-1] == '{' && (ve - 1 == v || is_ws(ve[-2]))) {
             is_section = true;
             ve = trim_end(v, ve - 1);
+        } else if (ve > v && ve[-1] == '}' && (ve - 1 == v || is_ws(ve[-2]))) {
+            return one_line_section(ps, key, keylen, v, ve - 1);
         }
         r = check_braces(ps, key, keylen, v, ve);
         if (r < 0)

@@ -444,6 +444,7 @@ static int relay(struct job *j, struct gw_resp_head *h, size_t hlen, bool upgrad
         resp->sent = true;
         conn_flush(req->ctx);
         tunnel(j);
+        job_close(j); /* a tunnel's connection is never pooled */
         return 101;
     }
     bool no_body = resp->head_only || h->status == 204 || h->status == 304;
