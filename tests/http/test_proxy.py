@@ -338,6 +338,31 @@ def test_upstream_closing_a_kept_connection(make_server, upstreams):
     assert "marked down" not in srv.stderr() and "answered 502" not in srv.stderr()
 
 
+@pytest.mark.parametrize("buffered", [False, True])
+def test_buffer_response(make_server, upstreams, buffered):
+    up = upstreams()
+    srv = make_server(
+        site=proxy_site(one_proxy("http://" + up.addr, strip_prefix="true", buffer_response=str(buffered).lower())),
+        threads="1",
+    )
+    size = 4 << 20
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32768)
+    s.settimeout(10)
+    s.connect(("127.0.0.1", srv.port))
+    s.sendall(b"GET /api/big?size=%d HTTP/1.1\r\nHost: x\r\n\r\n" % size)
+    time.sleep(0.5)  # the client reads nothing yet
+    assert get(srv, "/api/echo")[0].status == 200
+    # buffered: the first answer was read whole and its connection went back to the pool
+    assert up.stats()["connections"] == (1 if buffered else 2)
+    got = 0
+    while got < size:
+        b = s.recv(1 << 20)
+        assert b
+        got += len(b)
+    s.close()
+
+
 def test_unix_socket_upstream(make_server, upstreams, tmp_path):
     up = upstreams(unix=str(tmp_path / "up.sock"))
     srv = make_server(site=proxy_site(one_proxy(up.addr, strip_prefix="true")))
@@ -476,6 +501,42 @@ def test_all_servers_down_gives_502_at_once(make_server):
         assert get(srv, "/api/x")[0].status == 502
     assert time.monotonic() - t < 1.0
     assert "upstream app: no server is up" in srv.stderr()
+
+
+def test_active_health_check(make_server, upstreams):
+    a, b = upstreams("A"), upstreams("B")
+    conf = "upstream app {\n    server %s\n    server %s\n    health_check = /healthz\n    health_interval = 200ms\n}\n"
+    srv = make_server(site=proxy_site(one_proxy("app", strip_prefix="true"), conf % (a.addr, b.addr)))
+
+    def names(n=8):
+        return {json.loads(get(srv, "/api/echo")[1])["name"] for _ in range(n)}
+
+    assert names() == {"A", "B"}
+    checks = a.hits("/healthz")
+    time.sleep(0.7)
+    # one thread per upstream checks each server every 200 ms (not one per worker)
+    assert 2 <= a.hits("/healthz") - checks <= 6
+    urlopen_code(a, "/_health?code=500")
+    time.sleep(0.6)
+    assert names() == {"B"}
+    assert "server %s is down (health check /healthz)" % a.addr in srv.stderr()
+    urlopen_code(a, "/_health?code=200")
+    time.sleep(0.6)
+    assert names() == {"A", "B"}
+    # every server down by its check: 502 at once
+    urlopen_code(a, "/_health?code=503")
+    urlopen_code(b, "/_health?code=503")
+    time.sleep(0.6)
+    t = time.monotonic()
+    assert get(srv, "/api/echo")[0].status == 502
+    assert time.monotonic() - t < 0.5
+
+
+def urlopen_code(up, path):
+    c = http.client.HTTPConnection("127.0.0.1", up.port, timeout=5)
+    c.request("GET", path)
+    c.getresponse().read()
+    c.close()
 
 
 def test_upstream_killed_mid_response(make_server, upstreams):

@@ -36,6 +36,7 @@
 
 #define RELAY_BUF     (64 * 1024)
 #define RESP_HEAD_MAX (16 * 1024)
+#define BUFFER_MAX    (8 << 20) /* buffer_response: larger answers stream */
 
 struct proxy_route {
     struct gw_upstream *up;
@@ -465,6 +466,41 @@ static int relay(struct job *j, struct gw_resp_head *h, size_t hlen, bool upgrad
         return h->status;
     }
     bool whole;
+    if (j->pr->buffer_response && h->content_length > 0 &&
+        (uint64_t)h->content_length <= BUFFER_MAX) {
+        /* read whole first: the upstream connection is free before the
+         * client's pace matters */
+        struct strbuf *b = &req->hc->body;
+        size_t n = (size_t)h->content_length;
+        if (strbuf_reserve(b, n) < 0)
+            return 500;
+        while (b->len < n) {
+            if (j->pos == j->len) {
+                ssize_t r = more(j);
+                if (r <= 0) {
+                    LOG_LIMITED(LOG_WARN, "proxy: upstream %s: %s in a buffered answer",
+                                up->servers[j->srv].text, err_text(r));
+                    strbuf_reset(b);
+                    strbuf_reset(&req->hc->hdrs);
+                    job_close(j);
+                    return r == -ETIMEDOUT ? 504 : 502;
+                }
+            }
+            size_t take = MIN(j->len - j->pos, n - b->len);
+            memcpy(b->buf + b->len, j->buf + j->pos, take);
+            b->len += take;
+            j->pos += take;
+        }
+        if (!keep || j->pos != j->len)
+            job_close(j);
+        else if (j->fd >= 0) {
+            gw_pool_put(up, conn_worker_index(req->ctx), (unsigned)j->srv, j->fd);
+            j->fd = -1;
+        }
+        job_release_server(j);
+        resp->mime = NULL;
+        return h->status;
+    }
     if (h->content_length >= 0) {
         if (!http_answer_head(resp, h->status, NULL, (uint64_t)h->content_length)) {
             whole = true; /* an empty body */
