@@ -519,7 +519,7 @@ def test_active_health_check(make_server, upstreams):
     urlopen_code(a, "/_health?code=500")
     time.sleep(0.6)
     assert names() == {"B"}
-    assert "server %s is down (health check /healthz)" % a.addr in srv.stderr()
+    assert "server %s is down (health check /healthz: answered 500)" % a.addr in srv.stderr()
     urlopen_code(a, "/_health?code=200")
     time.sleep(0.6)
     assert names() == {"A", "B"}
@@ -625,6 +625,26 @@ def test_log_fields(make_server, upstreams, tmp_path):
     line = log.read_text().strip().splitlines()[-1]
     st, addr, ms = line.split()
     assert st == "200" and addr == up.addr and 150 <= int(ms) < 3000
+
+
+def test_under_the_sandbox(make_server, upstreams, tmp_path):
+    a = upstreams("A")
+    u = upstreams("U", unix=str(tmp_path / "u.sock"))
+    conf = "upstream app {\n    server %s\n    health_check = /healthz\n    health_interval = 200ms\n}\n" % a.addr
+    srv = make_server(
+        site=proxy_site(one_proxy("app", strip_prefix="true") + one_proxy(u.addr, prefix="/u", strip_prefix="true"), conf),
+        sandbox="true",
+    )
+    deadline = time.monotonic() + 5
+    while "sandbox: on" not in srv.stderr() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for path, name in (("/api/echo", "A"), ("/u/echo", "U")):
+        r, body = get(srv, path)
+        assert r.status == 200 and json.loads(body)["name"] == name
+    checks = a.hits("/healthz")
+    time.sleep(0.5)
+    assert a.hits("/healthz") > checks  # the check's thread connects too
+    assert "refused" not in srv.stderr()
 
 
 # --- config --------------------------------------------------------------------

@@ -711,6 +711,10 @@ static int from_config(struct colibri_server *srv, struct colibri_conf *sec, cha
         if (!pr->up) {
             r = gw_upstream_single(to, v, &pr->up, err, errlen);
             pr->own_up = !r;
+            char why[256];
+            if (!r && builtin_allow_connect(srv, (const struct sockaddr *)&pr->up->servers[0].addr,
+                                            why, sizeof(why)))
+                r = colibri_conf_error(to, err, errlen, "%s", why);
         }
     }
     if (!r)

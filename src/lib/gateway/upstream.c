@@ -463,11 +463,14 @@ static uint64_t mono_ms(void)
 
 /* One GET of the check's path, blocking with poll() against a deadline:
  * whether it answered 2xx or 3xx. */
-static bool check_one(const struct gw_upstream *up, const struct gw_server *s, int timeout_ms)
+static bool check_one(const struct gw_upstream *up, const struct gw_server *s, int timeout_ms,
+                      char *why, size_t whylen)
 {
     int fd = socket(s->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
+    if (fd < 0) {
+        snprintf(why, whylen, "socket: %s", strerror(errno));
         return false;
+    }
     uint64_t deadline = mono_ms() + (uint64_t)timeout_ms;
     bool ok = false;
     char buf[4096];
@@ -476,28 +479,37 @@ static bool check_one(const struct gw_upstream *up, const struct gw_server *s, i
                      "Connection: close\r\n\r\n",
                      up->health_check, s->host);
     size_t sent = 0, got = 0;
-    if (connect(fd, (const struct sockaddr *)&s->addr, s->addr_len) < 0 && errno != EINPROGRESS)
+    snprintf(why, whylen, "timed out");
+    if (connect(fd, (const struct sockaddr *)&s->addr, s->addr_len) < 0 && errno != EINPROGRESS) {
+        snprintf(why, whylen, "connect: %s", strerror(errno));
         goto out;
+    }
     for (;;) {
         uint64_t now = mono_ms();
         if (now >= deadline)
             goto out;
         struct pollfd p[2] = {{.fd = fd, .events = sent < (size_t)n ? POLLOUT : POLLIN},
                               {.fd = up->stop_fd, .events = POLLIN}};
-        if (poll(p, 2, (int)(deadline - now)) <= 0 || p[1].revents)
+        int pr = poll(p, 2, (int)(deadline - now));
+        if (pr < 0 && errno == EINTR) /* the sandbox closing on every thread */
+            continue;
+        if (pr <= 0 || p[1].revents)
             goto out;
         if (sent < (size_t)n) {
             ssize_t w = send(fd, buf + sent, (size_t)n - sent, MSG_NOSIGNAL);
-            if (w < 0 && errno != EAGAIN)
+            if (w < 0 && errno != EAGAIN && errno != EINTR) {
+                snprintf(why, whylen, "send: %s", strerror(errno));
                 goto out;
+            }
             sent += w > 0 ? (size_t)w : 0;
             continue;
         }
         char rb[512];
-        ssize_t r = recv(fd, rb + 0, sizeof(rb) - 1, 0);
+        ssize_t r = recv(fd, rb, sizeof(rb) - 1, 0);
         if (r <= 0) {
-            if (r < 0 && errno == EAGAIN)
+            if (r < 0 && (errno == EAGAIN || errno == EINTR))
                 continue;
+            snprintf(why, whylen, "%s", r ? strerror(errno) : "closed without an answer");
             goto out;
         }
         /* only the status line matters */
@@ -506,10 +518,9 @@ static bool check_one(const struct gw_upstream *up, const struct gw_server *s, i
         got += take;
         if (got >= 12) {
             buf[got] = '\0';
-            if (!memcmp(buf, "HTTP/1.", 7) && buf[8] == ' ') {
-                int st = atoi(buf + 9);
-                ok = st >= 200 && st < 400;
-            }
+            int st = !memcmp(buf, "HTTP/1.", 7) && buf[8] == ' ' ? atoi(buf + 9) : 0;
+            ok = st >= 200 && st < 400;
+            snprintf(why, whylen, "answered %d", st);
             goto out;
         }
     }
@@ -525,18 +536,23 @@ static void *check_thread(void *arg)
         for (unsigned i = 0; i < up->n; i++) {
             struct gw_server *s = &up->servers[i];
             int t = (int)MIN(up->health_interval_ms, 5000);
-            bool ok = check_one(up, s, t);
+            char why[128];
+            bool ok = check_one(up, s, t, why, sizeof(why));
             bool was_down = atomic_exchange(&s->check_down, !ok);
             if (was_down != !ok)
                 LOG_LIMITED(ok ? LOG_INFO : LOG_WARN,
-                            "upstream %s: server %s is %s (health check %s)", up->name, s->text,
-                            ok ? "up" : "down", up->health_check);
+                            "upstream %s: server %s is %s (health check %s: %s)", up->name, s->text,
+                            ok ? "up" : "down", up->health_check, why);
             if (ok && was_down) /* back: forget the passive marks too */
                 atomic_store(&s->down_until_ms, 0);
         }
         struct pollfd p = {.fd = up->stop_fd, .events = POLLIN};
-        if (poll(&p, 1, (int)up->health_interval_ms) != 0)
-            return NULL;
+        uint64_t until = mono_ms() + up->health_interval_ms;
+        for (uint64_t now = mono_ms(); now < until; now = mono_ms()) {
+            int n = poll(&p, 1, (int)(until - now));
+            if (n > 0 || (n < 0 && errno != EINTR))
+                return NULL;
+        }
     }
 }
 
@@ -596,6 +612,13 @@ static int from_config(struct colibri_server *srv, struct colibri_conf *sec, cha
     int r = gw_upstream_from_config(sec, &up, err, errlen);
     if (r)
         return r;
+    char why[256];
+    for (unsigned i = 0; i < up->n; i++)
+        if (builtin_allow_connect(srv, (const struct sockaddr *)&up->servers[i].addr, why,
+                                  sizeof(why))) {
+            gw_upstream_free(up);
+            return colibri_conf_error(sec, err, errlen, "%s", why);
+        }
     r = builtin_keep(srv, "upstream", up->name, up, gw_upstream_free);
     if (r == -EEXIST) {
         gw_upstream_free(up);

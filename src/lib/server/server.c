@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include "route/trie.h"
 #include "server/builtin.h"
 #include "server/privs.h"
+#include "server/sandbox.h"
 #include "rt/tls.h"
 #include "server/systemd.h"
 #include "tpl/tpl.h"
@@ -114,6 +116,40 @@ void *builtin_find(struct colibri_server *srv, const char *kind, const char *nam
     return NULL;
 }
 
+static bool has_port(const struct colibri_server *srv, uint16_t port)
+{
+    for (unsigned i = 0; i < srv->n_connect_ports; i++)
+        if (srv->connect_ports[i] == port)
+            return true;
+    return false;
+}
+
+int builtin_allow_connect(struct colibri_server *srv, const struct sockaddr *addr, char *err,
+                          size_t errlen)
+{
+    int family = addr->sa_family;
+    unsigned bit = 1u << family;
+    uint16_t port = 0;
+    if (family == AF_INET)
+        port = ntohs(((const struct sockaddr_in *)(const void *)addr)->sin_port);
+    else if (family == AF_INET6)
+        port = ntohs(((const struct sockaddr_in6 *)(const void *)addr)->sin6_port);
+    const struct colibri_server *top = srv->reload_of ? srv->reload_of : srv;
+    if (sandbox_closed(srv) && (!(top->connect_families & bit) || (port && !has_port(top, port))))
+        return err_set(err, errlen, -EACCES, NULL,
+                       "the sandbox was closed without connections to this address family or "
+                       "port: restart to add them");
+    srv->connect_families |= bit;
+    if (port && !has_port(srv, port)) {
+        uint16_t *p = realloc(srv->connect_ports, (srv->n_connect_ports + 1) * sizeof(*p));
+        if (!p)
+            return err_set(err, errlen, -ENOMEM, NULL, "out of memory");
+        p[srv->n_connect_ports++] = port;
+        srv->connect_ports = p;
+    }
+    return 0;
+}
+
 void server_release_routes(struct colibri_server *srv)
 {
     while (srv->route_list) {
@@ -172,6 +208,7 @@ void colibri_server_free(struct colibri_server *srv)
     free(srv->module_lib);
     release_listeners(srv);
     free(srv->config_path);
+    free(srv->connect_ports);
     free(srv->tls_ciphers);
     free(srv->user_text);
     free(srv->chroot_text);
