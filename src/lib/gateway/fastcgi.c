@@ -312,7 +312,7 @@ static int send_request(struct fjob *j, const struct script *s, bool *client)
     strbuf_reset(&j->out);
     *client = false;
     int r = fcgi_begin(&j->out, 1) || build_params(j, s, &params) ||
-                    fcgi_stream(&j->out, FCGI_PARAMS, 1, params.buf, params.len, true)
+                    fcgi_params(&j->out, 1, params.buf, params.len)
                 ? -ENOMEM
                 : 0;
     strbuf_free(&params);
@@ -657,7 +657,7 @@ static int load(struct colibri_server *srv, struct colibri_conf *sec, struct fcg
         const char *pv = colibri_conf_value(c);
         const char *sp = strchr(pv, ' ');
         size_t nl = sp ? (size_t)(sp - pv) : strlen(pv);
-        bool ok = nl > 0;
+        bool ok = nl > 0 && !(pv[0] >= '0' && pv[0] <= '9');
         for (size_t i = 0; i < nl; i++)
             ok = ok && ((pv[i] >= 'A' && pv[i] <= 'Z') || (pv[i] >= 'a' && pv[i] <= 'z') ||
                         (pv[i] >= '0' && pv[i] <= '9') || pv[i] == '_');

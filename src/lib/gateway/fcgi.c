@@ -84,6 +84,42 @@ int fcgi_stream(struct strbuf *out, enum fcgi_type type, uint16_t id, const char
     return 0;
 }
 
+/* The size of the pair at p (its lengths and bytes), at most len. */
+static size_t pair_size(const unsigned char *p, size_t len)
+{
+    size_t at = 0, n[2];
+    for (int k = 0; k < 2; k++) {
+        if (at >= len)
+            return len;
+        if (p[at] & 0x80) {
+            if (at + 4 > len)
+                return len;
+            n[k] = (size_t)(p[at] & 0x7f) << 24 | (size_t)p[at + 1] << 16 | (size_t)p[at + 2] << 8 |
+                   p[at + 3];
+            at += 4;
+        } else {
+            n[k] = p[at++];
+        }
+    }
+    size_t total = at + n[0] + n[1];
+    return total < len ? total : len;
+}
+
+int fcgi_params(struct strbuf *out, uint16_t id, const char *p, size_t len)
+{
+    size_t start = 0, pos = 0;
+    while (pos < len) {
+        size_t n = pair_size((const unsigned char *)p + pos, len - pos);
+        if (pos > start && pos + n - start > FCGI_CONTENT_MAX) {
+            if (fcgi_stream(out, FCGI_PARAMS, id, p + start, pos - start, false))
+                return -ENOMEM;
+            start = pos;
+        }
+        pos += n;
+    }
+    return fcgi_stream(out, FCGI_PARAMS, id, p + start, len - start, true);
+}
+
 /* --- the CGI head ------------------------------------------------------------ */
 
 static bool name_is(struct view n, const char *s)

@@ -44,6 +44,11 @@ int fcgi_pair(struct strbuf *b, const char *name, size_t nl, const char *value, 
 int fcgi_stream(struct strbuf *out, enum fcgi_type type, uint16_t id, const char *p, size_t len,
                 bool end);
 
+/* PARAMS content (pairs) as records that end between pairs (PHP-FPM reads
+ * each record's pairs on their own), a pair above a record's room split
+ * across records; then the empty record. Into out. */
+int fcgi_params(struct strbuf *out, uint16_t id, const char *p, size_t len);
+
 /* A responder's CGI head (RFC 3875 6.2), once whole. */
 struct cgi_head {
     int status;             /* Status, else 302 with a Location, else 200 */
