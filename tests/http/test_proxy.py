@@ -647,6 +647,38 @@ def test_under_the_sandbox(make_server, upstreams, tmp_path):
     assert "refused" not in srv.stderr()
 
 
+def test_reload_switches_upstreams(make_server, upstreams):
+    from test_reload import reload
+
+    a, b = upstreams("A"), upstreams("B")
+    conf = "upstream app {\n    server %s\n}\n"
+    srv = make_server(site=proxy_site(one_proxy("app", strip_prefix="true"), conf % a.addr), threads="1")
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+    c.request("GET", "/api/echo")
+    assert json.loads(c.getresponse().read())["name"] == "A"
+    # a request in flight finishes on the old generation's upstream
+    slow = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+    slow.request("GET", "/api/slow?ms=800")
+    time.sleep(0.2)
+    text = srv.config.read_text().replace(a.addr, b.addr)
+    reload(srv, text)
+    r = slow.getresponse()
+    assert r.status == 200 and r.read() == b"slow"
+    for i in range(3):
+        assert json.loads(get(srv, "/api/echo")[1])["name"] == "B"
+    # the old pool's idle connection is closed when the old config retires
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        out = subprocess.run(["ss", "-tn", "state", "established", "( dport = :%d )" % a.port],
+                             capture_output=True, text=True).stdout
+        if str(a.port) not in out:
+            break
+        time.sleep(0.1)
+    assert str(a.port) not in out, out
+    c.close()
+    slow.close()
+
+
 # --- config --------------------------------------------------------------------
 
 
