@@ -212,6 +212,33 @@ def test_chunked_and_close_delimited_answers(make_server, upstreams):
     assert b"chunked" not in head.lower() and body == b"c" * 20
 
 
+def test_upstream_interim_answers_dropped(make_server, upstreams):
+    up = upstreams()
+    srv = make_server(site=proxy_site(one_proxy("http://" + up.addr, strip_prefix="true")))
+    with RawConn("127.0.0.1", srv.port) as c:
+        c.send(b"GET /api/interim HTTP/1.1\r\nHost: x\r\n\r\n")
+        r = c.read_response()
+        assert r.status == 200 and r.body == b"final"
+
+
+def test_server_sent_events_stream_without_delay(make_server, upstreams):
+    up = upstreams()
+    srv = make_server(site=proxy_site(one_proxy("http://" + up.addr, strip_prefix="true")))
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+    t0 = time.monotonic()
+    s.sendall(b"GET /api/sse HTTP/1.1\r\nHost: x\r\n\r\n")
+    data = b""
+    while b"tick0" not in data:
+        data += s.recv(65536)
+    t_first = time.monotonic() - t0
+    while b"0\r\n\r\n" not in data:
+        data += s.recv(65536)
+    t_all = time.monotonic() - t0
+    s.close()
+    assert b"text/event-stream" in data and b"tick2" in data
+    assert t_first < 0.3 and t_all > 0.8, (t_first, t_all)
+
+
 def test_interim_100_continue(make_server, upstreams):
     up = upstreams()
     srv = make_server(site=proxy_site(one_proxy("http://" + up.addr, strip_prefix="true")))
@@ -584,6 +611,42 @@ def test_colibri_as_upstream(make_server):
     assert r.status == 404
     r, body = get(front, "/echo", method="POST", body=b"abc" * 1000)
     assert r.status == 200
+
+
+def gunicorn_available():
+    r = subprocess.run([sys.executable, "-c", "import gunicorn"], capture_output=True)
+    return r.returncode == 0
+
+
+@pytest.mark.skipif(not gunicorn_available(), reason="gunicorn (tests/requirements.txt) is not installed")
+def test_gunicorn_as_upstream(make_server):
+    port = free_port()
+    g = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-w", "2", "-b", "127.0.0.1:%d" % port, "--chdir", str(HERE), "wsgi_app:app"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        srv = make_server(site=proxy_site(one_proxy("http://127.0.0.1:%d" % port, prefix="/app", strip_prefix="true")),
+                          max_request_body="20M")
+        r, body = get(srv, "/app/info?x=1", headers={"Proxy": "http://evil"})
+        j = json.loads(body)
+        assert r.status == 200 and j["path"] == "/info" and j["query"] == "x=1"
+        assert j["host"] == "127.0.0.1:%d" % port and j["xff"] == "127.0.0.1" and j["proxy"] is None
+        data = os.urandom(5 << 20)
+        r, body = get(srv, "/app/upload", method="POST", body=data)
+        assert json.loads(body) == {"len": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        r, body = get(srv, "/app/stream")
+        assert r.status == 200 and body == b"piece0\npiece1\npiece2\n"
+    finally:
+        g.terminate()
+        g.wait(10)
 
 
 def test_websocket_through_the_proxy(make_server, upstreams):

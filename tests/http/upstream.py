@@ -19,6 +19,8 @@ Paths (the query picks options):
   /once            answers, then closes the kept connection 50 ms later
   /hang            reads the request and never answers
   /headers         answers with hop-by-hop and end-to-end fields to check
+  /interim         a 100 and a 103 before its 200
+  /sse             three server-sent events 400 ms apart, chunked
   /ws              a WebSocket echo (RFC 6455, text and binary, close)
   /healthz         200, or the code set with /_health?code=N
   /_stats          JSON: connections accepted, requests, hits by path
@@ -234,6 +236,16 @@ def serve(sock):
                              b"Sec-WebSocket-Accept: " + acc + b"\r\n\r\n")
                 ws_echo(sock, f)
                 return
+            elif path == "/interim":
+                sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n")
+                answer(sock, 200, b"final")
+            elif path == "/sse":
+                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+                for i in range(3):
+                    ev = b"data: tick%d\n\n" % i
+                    sock.sendall(b"%x\r\n%s\r\n" % (len(ev), ev))
+                    time.sleep(0.4)
+                sock.sendall(b"0\r\n\r\n")
             elif path == "/early":
                 answer(sock, 200, b"early")
             else:  # /echo and anything else
