@@ -715,7 +715,9 @@ def test_reload_switches_upstreams(make_server, upstreams):
 
     a, b = upstreams("A"), upstreams("B")
     conf = "upstream app {\n    server %s\n}\n"
-    srv = make_server(site=proxy_site(one_proxy("app", strip_prefix="true"), conf % a.addr), threads="1")
+    # (the sandbox, which cannot widen at a reload, is tested below)
+    srv = make_server(site=proxy_site(one_proxy("app", strip_prefix="true"), conf % a.addr), threads="1",
+                      sandbox="false")
     c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
     c.request("GET", "/api/echo")
     assert json.loads(c.getresponse().read())["name"] == "A"
@@ -740,6 +742,20 @@ def test_reload_switches_upstreams(make_server, upstreams):
     assert str(a.port) not in out, out
     c.close()
     slow.close()
+
+
+def test_reload_cannot_widen_the_sandbox(make_server, upstreams):
+    from test_reload import reload
+
+    a, b = upstreams("A"), upstreams("B")
+    conf = "upstream app {\n    server %s\n}\n"
+    srv = make_server(site=proxy_site(one_proxy("app", strip_prefix="true"), conf % a.addr), sandbox="true")
+    deadline = time.monotonic() + 5
+    while "sandbox: on" not in srv.stderr() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    log = reload(srv, srv.config.read_text().replace(a.addr, b.addr), ok=False)
+    assert "the sandbox was closed without connections to this address family or port" in log
+    assert json.loads(get(srv, "/api/echo")[1])["name"] == "A"  # the old config serves
 
 
 # --- config --------------------------------------------------------------------

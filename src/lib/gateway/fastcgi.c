@@ -473,7 +473,11 @@ static int fcgi_handler(struct colibri_request *req, struct colibri_response *re
         return 503;
     }
     *j = (struct fjob){.req = req, .fr = fr, .fd = -1, .srv = -1};
-    if (colibri_defer(req, fjob_end, j) || colibri_defer(req, free, s))
+    if (colibri_defer(req, free, s)) {
+        free(j);
+        return 503;
+    }
+    if (colibri_defer(req, fjob_end, j))
         return 503;
     if (!(j->buf = malloc(FCGI_BUF)))
         return 503;
@@ -522,6 +526,10 @@ static int fcgi_handler(struct colibri_request *req, struct colibri_response *re
         if (client) {
             fjob_close(j);
             return http_status_of(r);
+        }
+        if (r == -ENOMEM) {
+            fjob_close(j);
+            return 503;
         }
         if (r && reused && (req->body_kind == BODY_NONE || !req->hc->bs.t0_ms)) {
             fjob_close(j); /* a kept connection PHP-FPM had closed: once more, fresh */

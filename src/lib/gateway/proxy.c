@@ -602,6 +602,10 @@ static int proxy_handler(struct colibri_request *req, struct colibri_response *r
             job_close(j);
             return http_status_of(r);
         }
+        if (r == -ENOMEM) {
+            job_close(j);
+            return 503;
+        }
         /* a write failed: an early answer may still be there to read */
         struct gw_resp_head h;
         ssize_t hl = r == -ETIMEDOUT ? r : read_head(j, &h, &got);
