@@ -633,7 +633,9 @@ static int proxy_handler(struct colibri_request *req, struct colibri_response *r
         if (hl == -ECANCELED)
             return 503;
         /* a kept connection the upstream had closed: once more on a fresh one */
-        if (reused && !got && (hl == -EPIPE || hl == -ECONNRESET) && !body_started) {
+        /* (a body read from the client cannot be sent again) */
+        bool resendable = req->body_kind == BODY_NONE || !req->hc->bs.t0_ms;
+        if (reused && !got && (hl == -EPIPE || hl == -ECONNRESET) && resendable) {
             fresh_retry = true;
             continue;
         }
@@ -645,7 +647,7 @@ static int proxy_handler(struct colibri_request *req, struct colibri_response *r
                     : hl == -EPIPE   ? "closed the connection without an answer"
                                      : strerror((int)-hl));
         gw_failed(up, (unsigned)j->srv, worker_now_ms());
-        if (safe && tries_left && !body_started && !got) {
+        if (safe && tries_left && resendable && !got) {
             tries_left--;
             continue;
         }
