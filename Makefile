@@ -222,6 +222,7 @@ MEMCHECK_DESELECT = \
     --deselect tests/http/test_proxy.py::test_server_sent_events_stream_without_delay \
     --deselect tests/http/test_proxy.py::test_websocket_through_the_proxy \
     --deselect tests/http/test_proxy.py::test_buffer_response \
+    --deselect tests/http/test_proxy.py::test_a_client_that_stops_reading_frees_the_upstream \
     --deselect tests/http/test_fastcgi.py::test_streamed_output \
     --deselect tests/http/test_fastcgi.py::test_fpm_down_and_slow
 

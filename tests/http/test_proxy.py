@@ -390,6 +390,29 @@ def test_buffer_response(make_server, upstreams, buffered):
     s.close()
 
 
+def test_a_client_that_stops_reading_frees_the_upstream(make_server, upstreams):
+    up = upstreams()
+    srv = make_server(site=proxy_site(one_proxy("http://" + up.addr, strip_prefix="true")), request_timeout="1s")
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", srv.port))
+    s.sendall(b"GET /api/big?size=%d HTTP/1.1\r\nHost: x\r\n\r\n" % (64 << 20))
+
+    def upstream_conns():
+        out = subprocess.run(["ss", "-tnH", "state", "established", "( dport = :%d )" % up.port],
+                             capture_output=True, text=True).stdout
+        return len(out.splitlines())
+
+    time.sleep(0.5)
+    assert upstream_conns() == 1
+    deadline = time.monotonic() + 6
+    while upstream_conns() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert upstream_conns() == 0  # closed with the client, not pooled
+    s.close()
+    assert get(srv, "/api/echo")[0].status == 200
+
+
 def test_unix_socket_upstream(make_server, upstreams, tmp_path):
     up = upstreams(unix=str(tmp_path / "up.sock"))
     srv = make_server(site=proxy_site(one_proxy(up.addr, strip_prefix="true")))
