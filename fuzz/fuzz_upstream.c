@@ -69,7 +69,7 @@ static int check(const uint8_t *data, size_t size, const char *whole, ssize_t r,
                  struct gw_resp_head *hp)
 {
     struct gw_resp_head h = *hp;
-    (void)whole;
+    (void)whole; /* h's views point into it */
     if (r != -EBADMSG && r != -EMSGSIZE && r != 0 && !(r > 0 && (size_t)r <= size && r <= HEAD_MAX))
         abort();
     if (r <= 0)

@@ -692,10 +692,14 @@ def test_websocket_through_the_proxy(make_server, upstreams):
     assert 1.5 < time.monotonic() - t < 5
     ws.close()
     # off: the Upgrade is not passed on, and a 101 the upstream sends anyway is refused
-    srv2 = make_server(site=proxy_site(one_proxy("http://" + up.addr, strip_prefix="true", websocket="false")))
+    srv2 = make_server(site=proxy_site(one_proxy("http://" + up.addr, strip_prefix="true", websocket="false",
+                                                 read_timeout="2s")), threads="1")
     ws = WS("127.0.0.1", srv2.port, path="/api/ws")
     assert ws.status == 502
     ws.close()
+    # that upstream connection was closed, never pooled: the next request gets its own answer
+    r, body = get(srv2, "/api/echo")
+    assert r.status == 200 and json.loads(body)["target"] == "/echo"
 
 
 def test_log_fields(make_server, upstreams, tmp_path):

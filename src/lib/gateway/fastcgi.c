@@ -492,7 +492,7 @@ static int fcgi_handler(struct colibri_request *req, struct colibri_response *re
             if (j->srv < 0) {
                 if (!tried)
                     LOG_LIMITED(LOG_WARN, "fastcgi: upstream %s: no server is up", up->name);
-                return tried ? 502 : 502;
+                return 502;
             }
             tried |= 1ull << j->srv;
         }

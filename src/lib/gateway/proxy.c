@@ -432,13 +432,19 @@ static int relay(struct job *j, struct gw_resp_head *h, size_t hlen, bool upgrad
     struct gw_upstream *up = j->pr->up;
     j->pos += hlen;
     colibri_resp_set_type(resp, NULL);
-    if (gw_answer_fields(&req->hc->hdrs, h))
+    /* every return but a whole answer closes the connection: only one
+     * whose answer ended exactly goes back to the pool (the handler puts
+     * back what is still open) */
+    if (gw_answer_fields(&req->hc->hdrs, h)) {
+        job_close(j);
         return 500;
+    }
     if (h->status == 101) {
         if (!upgrade) {
             LOG_LIMITED(LOG_WARN, "proxy: upstream %s: a 101 to a request that asked for none",
                         up->servers[j->srv].text);
             strbuf_reset(&req->hc->hdrs);
+            job_close(j);
             return 502;
         }
         http_write_response(req, resp, 101);
@@ -451,18 +457,19 @@ static int relay(struct job *j, struct gw_resp_head *h, size_t hlen, bool upgrad
     bool no_body = resp->head_only || h->status == 204 || h->status == 304;
     bool keep = !h->conn_close;
     if (no_body) {
-        if (h->status == 204 || h->status == 304)
+        if (h->status == 204 || h->status == 304) {
+            if (!keep || j->pos != j->len)
+                job_close(j);
             return h->status; /* the head alone */
+        }
         if (h->content_length >= 0)
             http_answer_head(resp, h->status, NULL, (uint64_t)h->content_length);
         else {
             resp->status = h->status;
             http_start_stream(resp);
         }
-        if (keep && j->pos == j->len && !h->te)
-            ;
-        else
-            job_close(j);
+        if (!keep || j->pos != j->len || h->te)
+            job_close(j); /* bytes we cannot place: not reusable */
         return h->status;
     }
     bool whole;
@@ -472,8 +479,10 @@ static int relay(struct job *j, struct gw_resp_head *h, size_t hlen, bool upgrad
          * client's pace matters */
         struct strbuf *b = &req->hc->body;
         size_t n = (size_t)h->content_length;
-        if (strbuf_reserve(b, n) < 0)
+        if (strbuf_reserve(b, n) < 0) {
+            job_close(j);
             return 500;
+        }
         while (b->len < n) {
             if (j->pos == j->len) {
                 ssize_t r = more(j);
