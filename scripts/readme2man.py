@@ -24,7 +24,7 @@ PAGES = {
     "colibri.conf.5": {
         "th": ("COLIBRI.CONF", "5"),
         "name": "colibri.conf \\- configuration of the colibri HTTP server",
-        "sections": ["Configuration", "Logs", "Behind a load balancer"],
+        "sections": ["Configuration", "Logs", "Behind a load balancer", "Reverse proxy", "PHP (FastCGI)"],
         "see_also": "colibri(8)",
     },
 }

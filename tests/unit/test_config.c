@@ -437,7 +437,11 @@ TEST(syntax_errors)
     EXPECT_ERROR("{\n}\n", "t.conf:1: section without a name");
     EXPECT_ERROR("a {\n}\n{\n}\n", "t.conf:3: section without a name");
     EXPECT_ERROR("a {\n  b {\n  }\n  {\n  }\n}\n", "t.conf:4: section without a name");
-    EXPECT_ERROR("a { b = 1 }\n", "t.conf:1: a: '{' must end the line");
+    /* a section on one line ("server ADDR { weight = 2 }") is fine; text
+     * after its '}', or a '{' inside, is not */
+    EXPECT_ERROR("a { b = 1 } c\n", "t.conf:1: a: '{' must end the line");
+    EXPECT_ERROR("a x { b = { }\n", "t.conf:1: b: '{' must end the line");
+    EXPECT_ERROR("a { = 1 }\n", "t.conf:1: a: expected 'KEY = VALUE' inside '{ }'");
     EXPECT_ERROR("a b }\n", "t.conf:1: a: '}' must be on a line of its own");
     /* sections opened and closed properly, then one left open: its line */
     EXPECT_ERROR("a {\n}\nb {\n}\n\nc {\n", "t.conf:6: c: section never closed (missing '}')");
@@ -1078,8 +1082,40 @@ TEST(garbage_does_not_crash)
     CHECK(parsed > 0);
 }
 
+/* The gateway issue's contract: "server 127.0.0.1:9001 { weight = 2 }". */
+TEST(one_line_sections)
+{
+    struct config *cfg = parse("upstream app {\n"
+                               "    server 127.0.0.1:9001 { weight = 2 }\n"
+                               "    server 127.0.0.1:9002 { backup = true }    # only when\n"
+                               "    server unix:/x { weight 3; backup = false }\n"
+                               "    keepalive = 4\n"
+                               "}\n");
+    CHECK(cfg != NULL);
+    if (!cfg) {
+        fprintf(stderr, "  %s\n", err);
+        return;
+    }
+    struct config_node *up = config_take(cfg->root, "upstream");
+    CHECK(up && up->is_section && count(up) == 4);
+    struct config_node *s = config_take(up, "server");
+    CHECK(s && s->is_section && count(s) == 1);
+    CHECK_EQ_STR(s->value, "127.0.0.1:9001");
+    CHECK_EQ_STR(s->children->name, "weight");
+    CHECK_EQ_STR(s->children->value, "2");
+    s = config_take(up, "server");
+    CHECK_EQ_STR(s->value, "127.0.0.1:9002");
+    CHECK_EQ_STR(s->children->value, "true");
+    s = config_take(up, "server");
+    CHECK(count(s) == 2);
+    CHECK_EQ_STR(s->children->next->name, "backup");
+    CHECK_EQ_STR(config_take(up, "keepalive")->value, "4");
+    config_free(cfg);
+}
+
 int main(void)
 {
+    RUN(one_line_sections);
     RUN(required_block);
     RUN(listener_forms);
     RUN(key_value_forms);

@@ -431,8 +431,29 @@ static int plain_word(struct parser *ps, const char *key, size_t keylen, const c
  * at any place), its text into ps->value (as written, variables
  * expanded, when nothing is quoted; the one quoted word's content; or the
  * words joined by a blank), and whether a '{' ends it. */
+/* "KEY VALUE { k = v; k2 = v2 }   # comment": where the '{' at p opens a
+ * section that ends on its line, the text between the braces into
+ * *body..*body_end; false when the line does not end with " }". */
+static bool one_line_body(const char *p, const char *e, const char **body, const char **body_end)
+{
+    const char *end = e;
+    for (const char *q = p + 1; q < e; q++)
+        if (*q == '#' && is_ws(q[-1])) {
+            end = q;
+            break;
+        }
+    while (end > p + 1 && is_ws(end[-1]))
+        end--;
+    if (end - p < 3 || end[-1] != '}' || !is_ws(end[-2]))
+        return false;
+    *body = p + 1;
+    *body_end = end - 1;
+    return true;
+}
+
 static int value_words(struct parser *ps, const char *key, size_t keylen, const char *line,
-                       const char *p, const char *e, bool *is_section)
+                       const char *p, const char *e, bool *is_section, const char **body,
+                       const char **body_end)
 {
     bool verbatim = verbatim_key(key, keylen), quoted = false;
     const char *v = p, *ve = p;
@@ -443,6 +464,10 @@ static int value_words(struct parser *ps, const char *key, size_t keylen, const 
         if (p == e || (*p == '#' && (p == line || is_ws(p[-1]) || p[-1] == '"')))
             break;
         if (*p == '{' && rest_is_empty(p + 1, e)) {
+            *is_section = true;
+            break;
+        }
+        if (*p == '{' && body && (p + 1 == e || is_ws(p[1])) && one_line_body(p, e, body, body_end)) {
             *is_section = true;
             break;
         }
@@ -480,6 +505,45 @@ static int value_words(struct parser *ps, const char *key, size_t keylen, const 
             return parse_error(ps, NULL, 0, "out of memory");
         w += len + 1;
     }
+    return 0;
+}
+
+/* The section KEY (its value already in ps->value) written on one line:
+ * its keys are "k = v" items between body and body_end, separated by ';'
+ * (the contract's "server 127.0.0.1:9001 { weight = 2 }"). */
+static int one_line_section(struct parser *ps, const char *key, size_t keylen, const char *line,
+                            const char *body, const char *body_end)
+{
+    int r = add_node(ps, key, keylen, true);
+    if (r < 0)
+        return r;
+    for (const char *p = body; p < body_end;) {
+        const char *semi = memchr(p, ';', (size_t)(body_end - p));
+        const char *ie = semi ? semi : body_end;
+        const char *k = skip_ws(p, ie);
+        p = semi ? semi + 1 : body_end;
+        if (k == ie)
+            continue;
+        const char *q = k;
+        while (q < ie && is_key_char(*q))
+            q++;
+        size_t kl = (size_t)(q - k);
+        if (!kl)
+            return parse_error(ps, key, keylen, "expected 'KEY = VALUE' inside '{ }'");
+        q = skip_ws(q, ie);
+        if (q < ie && *q == '=')
+            q = skip_ws(q + 1, ie);
+        strbuf_reset(&ps->value);
+        bool sub_section = false;
+        if ((r = value_words(ps, k, kl, line, q, ie, &sub_section, NULL, NULL)) < 0)
+            return r;
+        if (sub_section)
+            return parse_error(ps, k, kl, "no section inside a one-line section");
+        if ((r = add_node(ps, k, kl, false)) < 0)
+            return r;
+    }
+    ps->depth--;
+    ps->pending = NULL;
     return 0;
 }
 
@@ -525,10 +589,13 @@ static int parse_line(struct parser *ps, const char *line, const char *e)
 
     strbuf_reset(&ps->value);
     bool is_section = false;
-    int r = value_words(ps, key, keylen, line, p, e, &is_section);
+    const char *body = NULL, *body_end = NULL;
+    int r = value_words(ps, key, keylen, line, p, e, &is_section, &body, &body_end);
     if (r < 0)
         return r;
-    return add_node(ps, key, keylen, is_section);
+    if (!body)
+        return add_node(ps, key, keylen, is_section);
+    return one_line_section(ps, key, keylen, line, body, body_end);
 }
 
 static void node_free(struct config_node *n)

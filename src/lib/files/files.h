@@ -136,3 +136,9 @@ extern const char *const files_sibling_ext[HTTP_CODING_COUNT];
 
 /* serve.c: the handler; data is the struct files. */
 int files_serve(struct colibri_request *req, struct colibri_response *resp, void *data);
+/* A tree with the serve_files defaults, for another module to answer
+ * with files_serve() (FastCGI's static files): 0 with *out (freed with
+ * files_free), or -errno with err set. */
+int files_open(struct colibri_server *srv, const char *prefix, const char *root, struct files **out,
+               char *err, size_t errlen);
+void files_free(void *f);

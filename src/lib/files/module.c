@@ -48,7 +48,7 @@ static const struct colibri_handler files_handler = {
     .fn = files_serve,
 };
 
-static void files_free(void *p)
+void files_free(void *p)
 {
     struct files *f = p;
     files_watch_free(f->watch); /* joins its thread, which uses the cache */
@@ -75,10 +75,11 @@ static char *cache_control_line(const struct files_opts *o)
     return n < 0 ? NULL : s;
 }
 
-static int add(struct colibri_server *srv, const char *prefix, const char *root,
-               const struct files_opts *o, char *err, size_t errlen)
+static int build(struct colibri_server *srv, const char *prefix, const char *root,
+                 const struct files_opts *o, struct files **out, char *err, size_t errlen)
 {
     int r = -ENOMEM;
+    *out = NULL;
     struct files *f = ALLOC_INIT(struct files, {
                                                    .root_fd = -1,
                                                    .prefix_len = strlen(prefix),
@@ -142,8 +143,8 @@ static int add(struct colibri_server *srv, const char *prefix, const char *root,
     if (cp.ttl_ms)
         f->watch = files_watch_new(f->root_abs, f->cache);
 
-    /* the route owns f from here, and frees it if it cannot be added */
-    return colibri_server_add_route(srv, prefix, &files_handler, f, files_free, err, errlen);
+    *out = f;
+    return 0;
 
 out_free:
     files_free(f);
@@ -151,6 +152,23 @@ out_oom:
     if (r == -ENOMEM)
         err_set(err, errlen, r, NULL, "out of memory");
     return r;
+}
+
+static int add(struct colibri_server *srv, const char *prefix, const char *root,
+               const struct files_opts *o, char *err, size_t errlen)
+{
+    struct files *f;
+    int r = build(srv, prefix, root, o, &f, err, errlen);
+    if (r)
+        return r;
+    /* the route owns f from here, and frees it if it cannot be added */
+    return colibri_server_add_route(srv, prefix, &files_handler, f, files_free, err, errlen);
+}
+
+int files_open(struct colibri_server *srv, const char *prefix, const char *root, struct files **out,
+               char *err, size_t errlen)
+{
+    return build(srv, prefix, root, &default_opts, out, err, errlen);
 }
 
 int colibri_serve_files(struct colibri_server *srv, const char *prefix, const char *root, char *err,

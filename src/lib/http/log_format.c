@@ -36,6 +36,8 @@ enum field {
     F_SSL_CIPHER,
     F_SSL_SERVER_NAME,
     F_SSL_SESSION_REUSED,
+    F_UPSTREAM_ADDR,
+    F_UPSTREAM_RESPONSE_TIME_MS,
     F_COUNT
 };
 
@@ -60,6 +62,8 @@ static const char *const field_names[F_COUNT] = {
     [F_SSL_CIPHER] = "ssl_cipher",
     [F_SSL_SERVER_NAME] = "ssl_server_name",
     [F_SSL_SESSION_REUSED] = "ssl_session_reused",
+    [F_UPSTREAM_ADDR] = "upstream_addr",
+    [F_UPSTREAM_RESPONSE_TIME_MS] = "upstream_response_time_ms",
 };
 
 #define LITERAL 0xff
@@ -338,6 +342,15 @@ static struct val value(struct line *l, enum field f)
         return conn_tls_resumed(l->req->ctx)
                    ? (struct val){.kind = K_SAFE, .s = {.p = "r", .len = 1}}
                    : (struct val){.kind = K_SAFE, .s = {.p = ".", .len = 1}};
+    case F_UPSTREAM_ADDR:
+        return l->resp->upstream_addr ? (struct val){.kind = K_STR,
+                                                     .s = {.p = l->resp->upstream_addr,
+                                                           .len = strlen(l->resp->upstream_addr)}}
+                                      : (struct val){.kind = K_NONE};
+    case F_UPSTREAM_RESPONSE_TIME_MS:
+        return l->resp->upstream_addr && l->resp->upstream_ms >= 0
+                   ? (struct val){.kind = K_NUM, .n = (uint64_t)l->resp->upstream_ms}
+                   : (struct val){.kind = K_NONE};
     default:
         return (struct val){.kind = K_NONE};
     }

@@ -155,6 +155,11 @@ struct colibri_response {
      * (serve_files' precomputed ones, while it holds the cache entry) */
     struct view lines;
     bool filtering; /* the headers phase runs (filter.c) */
+    /* a gateway's: the upstream address(es) tried, as text ("-" none) and
+     * the time from its first connect to its answer's head, in ms (-1:
+     * none), for the access log's upstream fields */
+    const char *upstream_addr;
+    int64_t upstream_ms;
 };
 
 /* --- request.c --- */

@@ -342,6 +342,10 @@ static inline struct conn_worker *conn_worker_of(const struct conn_ctx *ctx)
     return (struct conn_worker *)(void *)ctx->worker;
 }
 
+/* The worker's number, 0 to the worker count - 1 (per-worker state
+ * kept outside the runtime: a gateway's connection pools). */
+unsigned conn_worker_index(const struct conn_ctx *ctx);
+
 /* The monotonic clock in milliseconds: the clock of conn_sleep() and
  * conn_wait_fd() (a protocol counts its own deadlines on it). */
 uint64_t worker_now_ms(void);

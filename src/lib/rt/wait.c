@@ -19,6 +19,11 @@ uint64_t worker_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+unsigned conn_worker_index(const struct conn_ctx *ctx)
+{
+    return ctx->worker->idx;
+}
+
 /* How far the coarse clock may lag the real one: its resolution (a
  * jiffy, 4 ms at HZ 250), rounded up to whole milliseconds. A wait of N ms
  * that starts from a lagging reading gets this much more, so it never ends

@@ -12,3 +12,30 @@
 
 #define BUILTIN_MODULE(id)  const struct colibri_module builtin_module_##id
 #define BUILTIN_HANDLER(id) const struct colibri_handler builtin_handler_##id
+
+/* Objects a module shares between its routes for the life of the server's
+ * config generation (a gateway's upstream groups: their pools and health),
+ * kept under (kind, name) and freed (free_fn) after the routes, at a
+ * reload when the generation retires. builtin_keep: 0, -EEXIST (the name
+ * is taken) or -ENOMEM (nothing kept, obj not freed). */
+int builtin_keep(struct colibri_server *srv, const char *kind, const char *name, void *obj,
+                 void (*free_fn)(void *));
+void *builtin_find(struct colibri_server *srv, const char *kind, const char *name);
+
+/* A module that connects to other servers (a gateway's upstreams) names
+ * each address while its config loads: with "sandbox = true", socket()
+ * and connect() are allowed for those address families only (seccomp),
+ * and TCP connects to those ports only (Landlock, ABI 4 and later).
+ * During a reload of a sandboxed server an address the start-up did not
+ * allow gives -EACCES with err set. */
+struct sockaddr;
+int builtin_allow_connect(struct colibri_server *srv, const struct sockaddr *addr, char *err,
+                          size_t errlen);
+
+/* Modules whose sections stand at the top level of a config file, not in a
+ * site ("upstream NAME { }"): the loader hands them to the module of that
+ * name before the sites load, and refuses them inside a site. */
+#define BUILTIN_TOP_LEVEL_MODULES                                                                  \
+    {                                                                                              \
+        "upstream"                                                                                 \
+    }

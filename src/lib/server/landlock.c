@@ -101,11 +101,20 @@ static uint64_t rights_of(unsigned how)
     return r;
 }
 
-int landlock_ruleset(const struct sandbox *sb, int abi, char *err, size_t errlen)
+#ifndef LANDLOCK_RULE_NET_PORT
+#define LANDLOCK_RULE_NET_PORT 2
+struct landlock_net_port_attr {
+    uint64_t allowed_access;
+    uint64_t port;
+};
+#endif
+
+int landlock_ruleset(const struct sandbox *sb, int abi, const uint16_t *ports, unsigned n_ports,
+                     char *err, size_t errlen)
 {
     struct ruleset_attr attr = {.handled_access_fs = handled_fs(abi)};
     size_t size = sizeof(attr.handled_access_fs);
-    if (abi >= 4) { /* no rule grants TCP: bind and connect are refused */
+    if (abi >= 4) { /* bind refused; connect only to a gateway's upstream ports */
         attr.handled_access_net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
         size += sizeof(attr.handled_access_net);
     }
@@ -116,6 +125,16 @@ int landlock_ruleset(const struct sandbox *sb, int abi, char *err, size_t errlen
     int fd = (int)syscall(SYS_landlock_create_ruleset, &attr, size, 0);
     if (fd < 0)
         return err_set(err, errlen, -errno, NULL, "landlock_create_ruleset: %s", strerror(errno));
+    for (unsigned i = 0; abi >= 4 && i < n_ports; i++) {
+        struct landlock_net_port_attr rule = {.allowed_access = LANDLOCK_ACCESS_NET_CONNECT_TCP,
+                                              .port = ports[i]};
+        if (syscall(SYS_landlock_add_rule, fd, LANDLOCK_RULE_NET_PORT, &rule, 0) < 0) {
+            int e = errno;
+            close(fd);
+            return err_set(err, errlen, -e, NULL, "landlock_add_rule port %u: %s", ports[i],
+                           strerror(e));
+        }
+    }
     for (unsigned i = 0; i < sb->n_paths; i++) {
         const struct sandbox_path *p = &sb->paths[i];
         if (p->fd < 0)

@@ -15,6 +15,7 @@
 #include "config/config.h"
 #include "route/trie.h"
 #include "rt/tls.h"
+#include "server/builtin.h"
 #include "server/server.h"
 #include "tpl/tpl.h"
 
@@ -318,6 +319,39 @@ static int load_tls_staple(struct colibri_server *srv, struct config_node *site,
     return 0;
 }
 
+static bool top_level_module(const char *name)
+{
+    static const char *const top[] = BUILTIN_TOP_LEVEL_MODULES;
+    for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++)
+        if (!strcmp(top[i], name))
+            return true;
+    return false;
+}
+
+/* The top-level sections of BUILTIN_TOP_LEVEL_MODULES, before the sites
+ * that refer to them. */
+static void load_top_modules(struct colibri_server *srv, struct config_node *root, struct errs *e)
+{
+    static const char *const top[] = BUILTIN_TOP_LEVEL_MODULES;
+    for (size_t i = 0; i < sizeof(top) / sizeof(top[0]); i++) {
+        struct config_node *n;
+        while ((n = config_take(root, top[i]))) {
+            char err[1024] = "";
+            const struct colibri_module *m = server_find_module(srv, top[i]);
+            int r;
+            if (!m)
+                r = config_error(n, err, sizeof(err), "no module '%s'", top[i]);
+            else if (!n->is_section)
+                r = config_error(n, err, sizeof(err), "expected '%s NAME { ... }'", top[i]);
+            else if ((r = m->from_config(srv, (struct colibri_conf *)n, err, sizeof(err))) &&
+                     !err[0])
+                config_error(n, err, sizeof(err), "%s", strerror(r < 0 ? -r : EINVAL));
+            if (r)
+                note(e, n, err);
+        }
+    }
+}
+
 static void load_site_body(struct colibri_server *srv, struct config_node *site, struct errs *e)
 {
     struct config_node *n;
@@ -336,7 +370,9 @@ static void load_site_body(struct colibri_server *srv, struct config_node *site,
             r = logs_load_site(&srv->logs, srv->loading, n, err, errlen);
         } else {
             const struct colibri_module *m = server_find_module(srv, n->name);
-            if (!m && n->is_section)
+            if (m && top_level_module(n->name))
+                r = config_error(n, err, errlen, "belongs at the top level, not in a site");
+            else if (!m && n->is_section)
                 r = config_error(n, err, errlen,
                                  "unknown key in site (no module '%s': is a 'module FILE' line "
                                  "missing?)",
@@ -620,6 +656,7 @@ static void load_settings(struct colibri_server *srv, struct config *cfg, struct
             note(e, n, (config_error(n, err, errlen, "%s", why), err));
         tls_server_free(probe);
     }
+    load_top_modules(srv, root, e);
     while ((n = config_take(root, "site")))
         if ((r = load_site(srv, n, e, err, errlen)))
             note(e, n, err);

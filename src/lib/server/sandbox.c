@@ -341,7 +341,7 @@ int sandbox_prepare(struct colibri_server *srv, char *err, size_t errlen)
                     "and writable",
                     p->path);
     }
-    int fd = landlock_ruleset(sb, sb->abi, err, errlen);
+    int fd = landlock_ruleset(sb, sb->abi, srv->connect_ports, srv->n_connect_ports, err, errlen);
     if (fd < 0)
         return fd;
     sb->ruleset_fd = fd;
@@ -417,7 +417,7 @@ int sandbox_enter(struct colibri_server *srv, char *err, size_t errlen)
             close(sb->paths[i].fd);
         sb->paths[i].fd = -1;
     }
-    if ((r = seccomp_enter(err, errlen)) < 0)
+    if ((r = seccomp_enter(srv->connect_families, err, errlen)) < 0)
         return r;
     sb->entered = true;
     if (sb->abi)

@@ -21,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct colibri_server;
@@ -81,12 +82,17 @@ void sandbox_free(struct sandbox *sb);
  * COLIBRI_SANDBOX_LANDLOCK_ABI, read here (tests use it to stand for a
  * kernel without Landlock); why says why it is 0. */
 int landlock_abi(char *why, size_t len);
-/* A ruleset for sb->paths under abi: its fd, or -errno with err set. */
-int landlock_ruleset(const struct sandbox *sb, int abi, char *err, size_t errlen);
+/* A ruleset for sb->paths under abi, and from ABI 4 on TCP connects to
+ * ports (a gateway's upstreams) and no other: its fd, or -errno with err
+ * set. */
+int landlock_ruleset(const struct sandbox *sb, int abi, const uint16_t *ports, unsigned n_ports,
+                     char *err, size_t errlen);
 /* This thread: no new privileges, then the ruleset. 0 or -errno.
  * Async-signal-safe. */
 int landlock_restrict(int ruleset_fd);
 
 /* seccomp.c: the filter, on every thread of the process (TSYNC). 0 or
  * -errno with err set. */
-int seccomp_enter(char *err, size_t errlen);
+/* connect_families: bits 1 << AF_* that socket() and connect() are
+ * allowed for (a gateway's upstreams; 0: none). */
+int seccomp_enter(unsigned connect_families, char *err, size_t errlen);

@@ -242,7 +242,7 @@ static int add(scmp_filter_ctx f, uint32_t action, const char *name, unsigned n_
     return seccomp_rule_add_array(f, action, nr, n_cmp, cmp);
 }
 
-int seccomp_enter(char *err, size_t errlen)
+int seccomp_enter(unsigned connect_families, char *err, size_t errlen)
 {
 #if defined(__x86_64__) || defined(__aarch64__)
     uint32_t deny = SCMP_ACT_TRAP;
@@ -280,6 +280,17 @@ int seccomp_enter(char *err, size_t errlen)
     if (!r && (r = add(f, SCMP_ACT_ALLOW, "clone", 1, &thread)) < 0)
         err_set(err, errlen, r, NULL, "sandbox: seccomp rule for clone: %s", strerror(-r));
 #endif
+    /* a gateway's upstreams: socket() for their address families only,
+     * and connect() (its address is behind a pointer) */
+    for (int fam = 0; !r && fam < 32; fam++) {
+        if (!(connect_families & (1u << fam)))
+            continue;
+        struct scmp_arg_cmp family = SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)fam);
+        if ((r = add(f, SCMP_ACT_ALLOW, "socket", 1, &family)) < 0)
+            err_set(err, errlen, r, NULL, "sandbox: seccomp rule for socket: %s", strerror(-r));
+    }
+    if (!r && connect_families && (r = add(f, SCMP_ACT_ALLOW, "connect", 0, NULL)) < 0)
+        err_set(err, errlen, r, NULL, "sandbox: seccomp rule for connect: %s", strerror(-r));
     /* clone3's flags are behind a pointer, out of a filter's reach: ENOSYS
      * makes glibc use clone */
     if (!r && (r = add(f, SCMP_ACT_ERRNO(ENOSYS), "clone3", 0, NULL)) < 0)

@@ -52,6 +52,14 @@ struct colibri_server {
     uint32_t max_fds;
     struct trie *routes; /* the default site's */
     struct http_route *route_list;
+    /* objects modules share between their routes (builtin_keep), freed
+     * with the routes */
+    struct server_kept *kept;
+    /* address families upstream connections use (1 << AF_*): what the
+     * sandbox lets socket() and connect() make */
+    unsigned connect_families;
+    uint16_t *connect_ports; /* their TCP ports: what Landlock lets connect() reach */
+    unsigned n_connect_ports;
     /* named sites (virtual hosts): one trie per "site NAME... { }" block,
      * and every name with the trie of its block and the line naming it */
     struct trie **site_routes;

@@ -1,0 +1,732 @@
+/* fastcgi.c - PHP-FPM and other FastCGI responders: "fastcgi PREFIX { }".
+ *
+ *     fastcgi /php {
+ *         to = unix:/run/php/php8.2-fpm.sock   # or 127.0.0.1:9000, or an upstream's name
+ *         root = /srv/app              # the scripts: SCRIPT_FILENAME = root + the path below
+ * PREFIX index = index.php            # for a folder front_controller = /index.php  # a path that
+ * names no file goes here; absent: 404 static = true                # an existing non-.php file is
+ * served as serve_files would param SERVER_SOFTWARE colibri  # extra or overriding params
+ * (repeatable) connect_timeout = 5s read_timeout = 60s send_timeout = 60s
+ *     }
+ *
+ * One request per connection at a time (PHP-FPM does not multiplex), on
+ * connections kept with FCGI_KEEP_CONN in the worker's pool of the
+ * upstream (gateway/upstream.h). The body goes up as STDIN records as it
+ * arrives; STDOUT is parsed for the CGI head and then streamed to the
+ * client; STDERR goes to the error log. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "files/files.h"
+#include "gateway/fcgi.h"
+#include "gateway/uphead.h"
+#include "gateway/upio.h"
+#include "gateway/upstream.h"
+#include "http/request.h"
+#include "http/status.h"
+#include "server/builtin.h"
+
+#define FCGI_BUF     (80 * 1024) /* a whole record fits */
+#define CGI_HEAD_MAX (32 * 1024)
+#define PARAMS_MAX   8
+
+struct fcgi_param {
+    char *name, *value;
+};
+
+struct fcgi_route {
+    struct gw_upstream *up;
+    bool own_up;
+    char *prefix;
+    size_t prefix_len;
+    char *root; /* realpath, no trailing slash */
+    size_t root_len;
+    char *index;
+    char *front; /* front_controller, or NULL */
+    bool static_files;
+    struct files *files; /* for static, or NULL */
+    struct fcgi_param *params;
+    unsigned n_params;
+    int connect_ms, read_ms, send_ms;
+};
+
+struct fjob {
+    struct colibri_request *req;
+    struct fcgi_route *fr;
+    int fd, srv;
+    char *buf;
+    size_t len, pos;
+    struct strbuf out, head;
+};
+
+static void fjob_close(struct fjob *j)
+{
+    if (j->fd >= 0)
+        close(j->fd);
+    j->fd = -1;
+}
+
+static void fjob_end(void *arg)
+{
+    struct fjob *j = arg;
+    fjob_close(j);
+    free(j->buf);
+    strbuf_free(&j->out);
+    strbuf_free(&j->head);
+    free(j);
+}
+
+/* --- finding the script -------------------------------------------------------------- */
+
+struct script {
+    char file[PATH_MAX];   /* SCRIPT_FILENAME */
+    char name[PATH_MAX];   /* SCRIPT_NAME: the URL path of the script */
+    struct view path_info; /* the rest of the path after the script */
+    char path_info_buf[PATH_MAX];
+};
+
+/* Whether root + rel is a regular file (or a folder, *dir) under the root. */
+static bool under_root(const struct fcgi_route *fr, const char *rel, size_t len, bool *dir,
+                       char *real)
+{
+    char p[PATH_MAX];
+    if ((size_t)snprintf(p, sizeof(p), "%s%.*s", fr->root, (int)len, rel) >= sizeof(p))
+        return false;
+    if (!realpath(p, real))
+        return false;
+    if (strncmp(real, fr->root, fr->root_len) || (real[fr->root_len] && real[fr->root_len] != '/'))
+        return false; /* a link out of the root */
+    struct stat st;
+    if (stat(real, &st))
+        return false;
+    *dir = S_ISDIR(st.st_mode);
+    return S_ISREG(st.st_mode) || *dir;
+}
+
+static bool is_php(const char *p, size_t len)
+{
+    return len >= 4 && !memcmp(p + len - 4, ".php", 4);
+}
+
+static void set_script(struct script *s, const struct fcgi_route *fr, const char *rel, size_t len,
+                       const char *info, size_t info_len, const char *real)
+{
+    snprintf(s->file, sizeof(s->file), "%s", real);
+    snprintf(s->name, sizeof(s->name), "%.*s%.*s", (int)fr->prefix_len, fr->prefix, (int)len, rel);
+    snprintf(s->path_info_buf, sizeof(s->path_info_buf), "%.*s", (int)info_len, info);
+    s->path_info = (struct view){s->path_info_buf, strlen(s->path_info_buf)};
+}
+
+/* 0 with s set (a script to run), or a status: the handler's answer
+ * (-1: a static file, for files_serve). */
+static int find_script(struct colibri_request *req, const struct fcgi_route *fr, struct script *s)
+{
+    struct colibri_str path = colibri_req_path(req);
+    const char *rel = path.p + MIN(fr->prefix_len, path.len);
+    size_t rl = path.len > fr->prefix_len ? path.len - fr->prefix_len : 0;
+    if (rl && rel[0] != '/')
+        return 404; /* "/phpx" is not under "/php" (the router matched a segment) */
+    if (!rl)
+        rel = "/", rl = 1;
+    char real[PATH_MAX];
+    bool dir = false;
+    /* "/a.php/more": the script, and PATH_INFO "/more" */
+    for (size_t i = 0; i + 4 <= rl; i++) {
+        if (memcmp(rel + i, ".php", 4) || (i + 4 < rl && rel[i + 4] != '/'))
+            continue;
+        size_t sl = i + 4;
+        if (under_root(fr, rel, sl, &dir, real) && !dir) {
+            set_script(s, fr, rel, sl, rel + sl, rl - sl, real);
+            return 0;
+        }
+        break;
+    }
+    if (under_root(fr, rel, rl, &dir, real)) {
+        if (dir) {
+            if (rel[rl - 1] != '/') {
+                /* a folder without its slash: where its relative links work */
+                char loc[PATH_MAX + 8];
+                struct colibri_str q = colibri_req_query_string(req);
+                snprintf(loc, sizeof(loc), "%.*s/%s%.*s", (int)path.len, path.p, q.len ? "?" : "",
+                         (int)q.len, q.p);
+                for (char *c = loc; *c; c++)
+                    if ((unsigned char)*c < 0x21 || (unsigned char)*c == 0x7f)
+                        return 404;
+                colibri_resp_header(req->hc->resp, "Location", loc);
+                return 301;
+            }
+            char idx[PATH_MAX];
+            int n = snprintf(idx, sizeof(idx), "%.*s%s", (int)rl, rel, fr->index);
+            if (n > 0 && (size_t)n < sizeof(idx) && under_root(fr, idx, (size_t)n, &dir, real) &&
+                !dir) {
+                if (is_php(idx, (size_t)n)) {
+                    set_script(s, fr, idx, (size_t)n, "", 0, real);
+                    return 0;
+                }
+                if (fr->files)
+                    return -1;
+            }
+        } else if (!is_php(rel, rl) && fr->files) {
+            return -1;
+        }
+    }
+    if (fr->front && under_root(fr, fr->front, strlen(fr->front), &dir, real) && !dir) {
+        set_script(s, fr, fr->front, strlen(fr->front), "", 0, real);
+        return 0;
+    }
+    return 404;
+}
+
+/* --- the params ----------------------------------------------------------------------- */
+
+struct pwalk {
+    struct strbuf *b;
+    const struct fcgi_route *fr;
+    int err;
+};
+
+static bool overridden(const struct fcgi_route *fr, const char *name, size_t nl)
+{
+    for (unsigned i = 0; i < fr->n_params; i++)
+        if (strlen(fr->params[i].name) == nl && !memcmp(fr->params[i].name, name, nl))
+            return true;
+    return false;
+}
+
+static void pair(struct pwalk *w, const char *name, const char *v, size_t vl)
+{
+    if (!w->err && !overridden(w->fr, name, strlen(name)))
+        w->err = fcgi_pair(w->b, name, strlen(name), v, vl);
+}
+#define PAIR_S(w, n, s) pair((w), (n), (s), strlen(s))
+
+static bool http_field(struct view name, struct view value, void *arg)
+{
+    struct pwalk *w = arg;
+    char n[128] = "HTTP_";
+    if (name.len > sizeof(n) - 6)
+        return true;
+    for (size_t i = 0; i < name.len; i++) {
+        char c = name.p[i];
+        n[5 + i] = c == '-' ? '_' : (c >= 'a' && c <= 'z') ? (char)(c - 32) : c;
+    }
+    n[5 + name.len] = '\0';
+    /* not twice (CONTENT_*), and never HTTP_PROXY (httpoxy) */
+    if (!strcmp(n, "HTTP_CONTENT_TYPE") || !strcmp(n, "HTTP_CONTENT_LENGTH") ||
+        !strcmp(n, "HTTP_PROXY"))
+        return true;
+    pair(w, n, value.p, value.len);
+    return !w->err;
+}
+
+static int build_params(struct fjob *j, const struct script *s, struct strbuf *b)
+{
+    struct colibri_request *req = j->req;
+    const struct http_head *h = req->head;
+    const struct fcgi_route *fr = j->fr;
+    struct pwalk w = {.b = b, .fr = fr};
+    char num[32], addr[64] = "";
+    PAIR_S(&w, "GATEWAY_INTERFACE", "CGI/1.1");
+    PAIR_S(&w, "SERVER_SOFTWARE", "colibri");
+    PAIR_S(&w, "SCRIPT_FILENAME", s->file);
+    PAIR_S(&w, "SCRIPT_NAME", s->name);
+    pair(&w, "PATH_INFO", s->path_info.p, s->path_info.len);
+    if (s->path_info.len) {
+        char pt[PATH_MAX + PATH_MAX];
+        snprintf(pt, sizeof(pt), "%s%.*s", fr->root, (int)s->path_info.len, s->path_info.p);
+        PAIR_S(&w, "PATH_TRANSLATED", pt);
+    }
+    pair(&w, "REQUEST_URI", h->target.p, h->target.len);
+    struct colibri_str path = colibri_req_path(req);
+    pair(&w, "DOCUMENT_URI", path.p, path.len);
+    PAIR_S(&w, "DOCUMENT_ROOT", fr->root);
+    pair(&w, "QUERY_STRING", h->query.p, h->query.len);
+    pair(&w, "REQUEST_METHOD", h->method_str.p, h->method_str.len);
+    struct colibri_str ct;
+    if (colibri_req_header(req, "Content-Type", &ct))
+        pair(&w, "CONTENT_TYPE", ct.p, ct.len);
+    else
+        PAIR_S(&w, "CONTENT_TYPE", "");
+    if (req->body_kind == BODY_LENGTH) {
+        snprintf(num, sizeof(num), "%lld", (long long)h->content_length);
+        PAIR_S(&w, "CONTENT_LENGTH", num);
+    } else {
+        PAIR_S(&w, "CONTENT_LENGTH", "");
+    }
+    PAIR_S(&w, "SERVER_PROTOCOL", h->version_minor ? "HTTP/1.1" : "HTTP/1.0");
+    PAIR_S(&w, "REDIRECT_STATUS", "200");
+    colibri_req_remote_addr(req, addr, sizeof(addr));
+    PAIR_S(&w, "REMOTE_ADDR", addr);
+    const struct conn_peer *peer = conn_peer_of(req->ctx);
+    snprintf(num, sizeof(num), "%u", (unsigned)(peer->port >> 8 | (peer->port & 0xff) << 8));
+    PAIR_S(&w, "REMOTE_PORT", num);
+    /* the address and port the request came to */
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    char saddr[64] = "", sport[8] = "";
+    if (!getsockname(req->ctx->fd, (struct sockaddr *)&ss, &sl)) {
+        struct conn_peer me = conn_peer_from(&ss);
+        if (me.family)
+            inet_ntop(me.family, me.addr, saddr, sizeof(saddr));
+        snprintf(sport, sizeof(sport), "%u", (unsigned)(me.port >> 8 | (me.port & 0xff) << 8));
+    }
+    PAIR_S(&w, "SERVER_ADDR", saddr);
+    PAIR_S(&w, "SERVER_PORT", sport);
+    struct view host = h->host;
+    const char *colon = host.len && host.p[0] != '[' ? memchr(host.p, ':', host.len) : NULL;
+    if (host.len && host.p[0] == '[') {
+        const char *e = memchr(host.p, ']', host.len);
+        colon = e ? e + 1 : NULL;
+    }
+    if (colon)
+        host.len = (size_t)(colon - host.p);
+    if (host.len)
+        pair(&w, "SERVER_NAME", host.p, host.len);
+    else
+        PAIR_S(&w, "SERVER_NAME", saddr);
+    if (colibri_req_is_secure(req))
+        PAIR_S(&w, "HTTPS", "on");
+    gw_fields_each(h->headers, http_field, &w);
+    for (unsigned i = 0; !w.err && i < fr->n_params; i++)
+        w.err = fcgi_pair(b, fr->params[i].name, strlen(fr->params[i].name), fr->params[i].value,
+                          strlen(fr->params[i].value));
+    return w.err ? -ENOMEM : 0;
+}
+
+/* --- the exchange ------------------------------------------------------------------------ */
+
+/* The request: BEGIN_REQUEST, PARAMS, STDIN as the body arrives. 0, or
+ * -errno with *client set when the client's body failed. */
+static int send_request(struct fjob *j, const struct script *s, bool *client)
+{
+    struct colibri_request *req = j->req;
+    struct strbuf params = {0};
+    strbuf_reset(&j->out);
+    *client = false;
+    int r = fcgi_begin(&j->out, 1) || build_params(j, s, &params) ||
+                    fcgi_params(&j->out, 1, params.buf, params.len)
+                ? -ENOMEM
+                : 0;
+    strbuf_free(&params);
+    if (r)
+        return r;
+    if (req->body_kind == BODY_NONE && fcgi_stream(&j->out, FCGI_STDIN, 1, NULL, 0, true))
+        return -ENOMEM;
+    if ((r = gw_write(req->ctx, j->fd, j->out.buf, j->out.len, j->fr->send_ms)))
+        return r;
+    if (req->body_kind == BODY_NONE)
+        return 0;
+    for (;;) {
+        struct view v;
+        if ((r = http_body_next(req, &v))) {
+            *client = true;
+            return r;
+        }
+        strbuf_reset(&j->out);
+        if (fcgi_stream(&j->out, FCGI_STDIN, 1, v.p, v.len, !v.len))
+            return -ENOMEM;
+        if ((r = gw_write(req->ctx, j->fd, j->out.buf, j->out.len, j->fr->send_ms)))
+            return r;
+        if (!v.len)
+            return 0;
+    }
+}
+
+/* The next whole record in buf at pos: > 0 (its size, content at pos + 8),
+ * or < 0 (-errno: read failed, -EPIPE closed, -EBADMSG). *got: a byte came. */
+static ssize_t next_record(struct fjob *j, struct fcgi_rec *rec, bool *got)
+{
+    for (;;) {
+        size_t have = j->len - j->pos;
+        if (have >= FCGI_HEADER_LEN) {
+            if (fcgi_parse_header((unsigned char *)j->buf + j->pos, rec))
+                return -EBADMSG;
+            size_t whole = FCGI_HEADER_LEN + rec->len + rec->pad;
+            if (have >= whole)
+                return (ssize_t)whole;
+        }
+        if (j->pos) {
+            memmove(j->buf, j->buf + j->pos, have);
+            j->len = have;
+            j->pos = 0;
+        }
+        ssize_t n = gw_read(j->req->ctx, j->fd, j->buf + j->len, FCGI_BUF - j->len, j->fr->read_ms);
+        if (n < 0)
+            return n;
+        if (n == 0)
+            return -EPIPE;
+        *got = true;
+        j->len += (size_t)n;
+    }
+}
+
+/* Relays the answer. Returns the handler's status; *keep: the connection
+ * ended cleanly (END_REQUEST, nothing after it) and may be pooled. */
+static int relay(struct fjob *j, bool *keep, bool *got)
+{
+    struct colibri_request *req = j->req;
+    struct colibri_response *resp = req->hc->resp;
+    const char *where = j->fr->up->servers[j->srv].text;
+    bool head_done = false;
+    *keep = false;
+    j->len = j->pos = 0;
+    strbuf_reset(&j->head);
+    for (;;) {
+        struct fcgi_rec rec;
+        ssize_t whole = next_record(j, &rec, got);
+        if (whole < 0) {
+            if (!head_done) {
+                LOG_LIMITED(LOG_WARN, "fastcgi: upstream %s: %s", where,
+                            whole == -ETIMEDOUT ? "timed out"
+                            : whole == -EBADMSG ? "invalid record"
+                            : whole == -EPIPE   ? "closed the connection without an answer"
+                                                : strerror((int)-whole));
+                return whole == -ETIMEDOUT ? 504 : 502;
+            }
+            LOG_LIMITED(LOG_WARN, "fastcgi: upstream %s: %s: the answer is cut short", where,
+                        whole == -ETIMEDOUT ? "timed out" : "failed");
+            req->hc->closing = true;
+            resp->chunked = false; /* no last chunk: the client sees the cut */
+            resp->interrupted = true;
+            return 200;
+        }
+        const char *c = j->buf + j->pos + FCGI_HEADER_LEN;
+        j->pos += (size_t)whole;
+        if (rec.id != 1)
+            continue; /* not ours (a management record) */
+        if (rec.type == FCGI_STDERR) {
+            if (rec.len)
+                LOG_LIMITED(LOG_WARN, "fastcgi: %s: stderr: %.*s", where,
+                            (int)MIN(rec.len, 1000u) - (c[rec.len - 1] == '\n'), c);
+            continue;
+        }
+        if (rec.type == FCGI_END_REQUEST) {
+            int proto = rec.len >= 5 ? (unsigned char)c[4] : 0;
+            if (!head_done) {
+                LOG_LIMITED(LOG_WARN, "fastcgi: upstream %s: %s", where,
+                            proto ? "refused the request (overloaded or cannot multiplex)"
+                                  : "ended without a complete CGI head");
+                return proto ? 503 : 502;
+            }
+            *keep = proto == 0 && j->pos == j->len;
+            return 200;
+        }
+        if (rec.type != FCGI_STDOUT || !rec.len)
+            continue;
+        if (head_done) {
+            colibri_resp_send_chunk(resp, c, rec.len);
+            continue;
+        }
+        /* the CGI head, gathered across records */
+        if (strbuf_append(&j->head, c, rec.len))
+            return 500;
+        struct cgi_head h;
+        ssize_t hl = cgi_parse_head(j->head.buf, j->head.len, CGI_HEAD_MAX, &h);
+        if (hl == 0)
+            continue;
+        if (hl < 0) {
+            LOG_LIMITED(LOG_WARN, "fastcgi: upstream %s: invalid CGI head", where);
+            return 502;
+        }
+        head_done = true;
+        colibri_resp_set_type(resp, NULL);
+        if (cgi_answer_fields(&req->hc->hdrs, &h))
+            return 500;
+        resp->status = h.status;
+        if (h.status == 204 || h.status == 304) {
+            /* no body: the head alone (what follows is dropped) */
+            resp->head_only = true;
+        }
+        http_start_stream(resp);
+        if (j->head.len > (size_t)hl)
+            colibri_resp_send_chunk(resp, j->head.buf + hl, j->head.len - (size_t)hl);
+    }
+}
+
+static int fcgi_handler(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    struct fcgi_route *fr = data;
+    struct script *s = malloc(sizeof(*s));
+    if (!s)
+        return 503;
+    int st = find_script(req, fr, s);
+    if (st) {
+        free(s);
+        return st == -1 ? files_serve(req, resp, fr->files) : st;
+    }
+    if (req->body_kind == BODY_CHUNKED) {
+        free(s);
+        req->hc->closing = req->hc->lingering = true;
+        return 411; /* PHP needs CONTENT_LENGTH */
+    }
+    struct fjob *j = calloc(1, sizeof(*j));
+    if (!j) {
+        free(s);
+        return 503;
+    }
+    *j = (struct fjob){.req = req, .fr = fr, .fd = -1, .srv = -1};
+    if (colibri_defer(req, free, s)) {
+        free(j);
+        return 503;
+    }
+    if (colibri_defer(req, fjob_end, j))
+        return 503;
+    if (!(j->buf = malloc(FCGI_BUF)))
+        return 503;
+    req->max_body = UINT64_MAX;
+    struct gw_upstream *up = fr->up;
+    unsigned widx = conn_worker_index(req->ctx);
+    uint64_t t0 = worker_now_ms(), tried = 0;
+    bool fresh_retry = false;
+    for (;;) {
+        if (!fresh_retry) {
+            j->srv = gw_pick(up, widx, worker_now_ms(), tried, 0);
+            if (j->srv < 0) {
+                if (!tried)
+                    LOG_LIMITED(LOG_WARN, "fastcgi: upstream %s: no server is up", up->name);
+                return 502;
+            }
+            tried |= 1ull << j->srv;
+        }
+        const struct gw_server *sv = &up->servers[j->srv];
+        resp->upstream_addr = sv->text;
+        bool reused = false;
+        if (!fresh_retry) {
+            while ((j->fd = gw_pool_take(up, widx, (unsigned)j->srv)) >= 0 && !gw_idle_alive(j->fd))
+                fjob_close(j);
+            reused = j->fd >= 0;
+        }
+        fresh_retry = false;
+        if (j->fd < 0) {
+            int fd = gw_connect(req->ctx, sv, fr->connect_ms);
+            if (fd < 0) {
+                if (fd == -ECANCELED)
+                    return 503;
+                LOG_LIMITED(LOG_WARN, "fastcgi: upstream %s: connect: %s", sv->text,
+                            fd == -ETIMEDOUT ? "timed out" : strerror(-fd));
+                gw_failed(up, (unsigned)j->srv, worker_now_ms());
+                if (req->body_kind == BODY_NONE || !req->hc->bs.t0_ms) {
+                    if (gw_pick(up, widx, worker_now_ms(), tried, 0) >= 0)
+                        continue;
+                }
+                return fd == -ETIMEDOUT ? 504 : 502;
+            }
+            j->fd = fd;
+        }
+        bool client = false, keep = false, got = false;
+        int r = send_request(j, s, &client);
+        if (client) {
+            fjob_close(j);
+            return http_status_of(r);
+        }
+        if (r == -ENOMEM) {
+            fjob_close(j);
+            return 503;
+        }
+        if (r && reused && (req->body_kind == BODY_NONE || !req->hc->bs.t0_ms)) {
+            fjob_close(j); /* a kept connection PHP-FPM had closed: once more, fresh */
+            fresh_retry = true;
+            continue;
+        }
+        if (r == -ETIMEDOUT) {
+            LOG_LIMITED(LOG_WARN, "fastcgi: upstream %s: sending timed out", sv->text);
+            fjob_close(j);
+            return 504;
+        }
+        st = relay(j, &keep, &got);
+        if (!got && reused && st == 502 && req->body_kind == BODY_NONE) {
+            fjob_close(j);
+            fresh_retry = true;
+            continue;
+        }
+        resp->upstream_ms = (int64_t)(worker_now_ms() - t0);
+        if (st >= 502 && st <= 504 && !resp->streaming)
+            gw_failed(up, (unsigned)j->srv, worker_now_ms());
+        else
+            gw_succeeded(up, (unsigned)j->srv);
+        if (keep) {
+            gw_pool_put(up, widx, (unsigned)j->srv, j->fd);
+            j->fd = -1;
+        } else {
+            fjob_close(j);
+        }
+        return st;
+    }
+}
+
+/* --- config --------------------------------------------------------------------------- */
+
+static const struct colibri_handler fcgi_h = {
+    .name = "fastcgi",
+    .fn = fcgi_handler,
+    .methods = (1u << COLIBRI_METHOD_COUNT) - 1,
+};
+
+static void route_free(void *arg)
+{
+    struct fcgi_route *fr = arg;
+    if (fr->own_up)
+        gw_upstream_free(fr->up);
+    if (fr->files)
+        files_free(fr->files);
+    for (unsigned i = 0; i < fr->n_params; i++) {
+        free(fr->params[i].name);
+        free(fr->params[i].value);
+    }
+    free(fr->params);
+    free(fr->prefix);
+    free(fr->root);
+    free(fr->index);
+    free(fr->front);
+    free(fr);
+}
+
+static int take_timeout(struct colibri_conf *sec, const char *key, int *out, char *err,
+                        size_t errlen)
+{
+    struct colibri_conf *c = colibri_conf_take(sec, key);
+    uint64_t ms;
+    if (!c)
+        return 0;
+    int r = colibri_conf_duration_ms(c, &ms, err, errlen);
+    if (r)
+        return r;
+    if (ms < 1 || ms > 86400000)
+        return colibri_conf_error(c, err, errlen, "must be between 1ms and a day");
+    *out = (int)ms;
+    return 0;
+}
+
+static bool plain_path(const char *p)
+{
+    for (; *p; p++)
+        if ((unsigned char)*p <= ' ' || (unsigned char)*p == 0x7f)
+            return false;
+    return true;
+}
+
+static int load(struct colibri_server *srv, struct colibri_conf *sec, struct fcgi_route *fr,
+                char *err, size_t errlen)
+{
+    struct colibri_conf *c, *to = colibri_conf_take(sec, "to");
+    char why[512];
+    if (!to)
+        return colibri_conf_error(sec, err, errlen, "needs 'to = ADDRESS or UPSTREAM'");
+    const char *v = colibri_conf_value(to);
+    fr->up = builtin_find(srv, "upstream", v);
+    if (!fr->up) {
+        int r = gw_upstream_single(to, v, &fr->up, err, errlen);
+        if (r)
+            return r;
+        fr->own_up = true;
+        if (builtin_allow_connect(srv, (const struct sockaddr *)&fr->up->servers[0].addr, why,
+                                  sizeof(why)))
+            return colibri_conf_error(to, err, errlen, "%s", why);
+    }
+    if (!(c = colibri_conf_take(sec, "root")))
+        return colibri_conf_error(sec, err, errlen, "needs 'root = FOLDER'");
+    char real[PATH_MAX];
+    struct stat st;
+    if (!realpath(colibri_conf_value(c), real) || stat(real, &st) || !S_ISDIR(st.st_mode))
+        return colibri_conf_error(c, err, errlen, "'%s' is not a folder", colibri_conf_value(c));
+    if (!(fr->root = strdup(strcmp(real, "/") ? real : "")))
+        return colibri_conf_error(c, err, errlen, "out of memory");
+    fr->root_len = strlen(fr->root);
+    if (colibri_server_allow_path(srv, real, COLIBRI_PATH_READ, why, sizeof(why)))
+        return colibri_conf_error(c, err, errlen, "%s", why);
+    const char *index = "index.php";
+    if ((c = colibri_conf_take(sec, "index"))) {
+        index = colibri_conf_value(c);
+        if (!index[0] || strchr(index, '/') || !plain_path(index))
+            return colibri_conf_error(c, err, errlen, "expected a file name");
+    }
+    if (!(fr->index = strdup(index)))
+        return colibri_conf_error(sec, err, errlen, "out of memory");
+    if ((c = colibri_conf_take(sec, "front_controller"))) {
+        const char *f = colibri_conf_value(c);
+        if (f[0] != '/' || strstr(f, "/../") || !plain_path(f) || !is_php(f, strlen(f)))
+            return colibri_conf_error(c, err, errlen, "expected a path of a .php file under root");
+        if (!(fr->front = strdup(f)))
+            return colibri_conf_error(c, err, errlen, "out of memory");
+    }
+    fr->static_files = true;
+    if ((c = colibri_conf_take(sec, "static")) &&
+        colibri_conf_bool(c, &fr->static_files, err, errlen))
+        return -EINVAL;
+    while ((c = colibri_conf_take(sec, "param"))) {
+        const char *pv = colibri_conf_value(c);
+        const char *sp = strchr(pv, ' ');
+        size_t nl = sp ? (size_t)(sp - pv) : strlen(pv);
+        bool ok = nl > 0 && !(pv[0] >= '0' && pv[0] <= '9');
+        for (size_t i = 0; i < nl; i++)
+            ok = ok && ((pv[i] >= 'A' && pv[i] <= 'Z') || (pv[i] >= 'a' && pv[i] <= 'z') ||
+                        (pv[i] >= '0' && pv[i] <= '9') || pv[i] == '_');
+        if (!ok)
+            return colibri_conf_error(c, err, errlen, "expected 'param NAME VALUE'");
+        struct fcgi_param *np = realloc(fr->params, (fr->n_params + 1) * sizeof(*np));
+        if (!np)
+            return colibri_conf_error(c, err, errlen, "out of memory");
+        fr->params = np;
+        const char *val = sp ? sp + 1 : "";
+        while (*val == ' ')
+            val++;
+        np[fr->n_params].name = strndup(pv, nl);
+        np[fr->n_params].value = strdup(val);
+        if (!np[fr->n_params].name || !np[fr->n_params].value) {
+            free(np[fr->n_params].name);
+            free(np[fr->n_params].value);
+            return colibri_conf_error(c, err, errlen, "out of memory");
+        }
+        fr->n_params++;
+    }
+    int r = take_timeout(sec, "connect_timeout", &fr->connect_ms, err, errlen);
+    if (!r)
+        r = take_timeout(sec, "read_timeout", &fr->read_ms, err, errlen);
+    if (!r)
+        r = take_timeout(sec, "send_timeout", &fr->send_ms, err, errlen);
+    if (r)
+        return r;
+    if (fr->static_files && files_open(srv, fr->prefix, real, &fr->files, why, sizeof(why)))
+        return colibri_conf_error(sec, err, errlen, "%s", why);
+    if (!fr->own_up && gw_upstream_start(fr->up, why, sizeof(why)))
+        return colibri_conf_error(sec, err, errlen, "%s", why);
+    return 0;
+}
+
+static int from_config(struct colibri_server *srv, struct colibri_conf *sec, char *err,
+                       size_t errlen)
+{
+    const char *prefix = colibri_conf_value(sec);
+    if (prefix[0] != '/' || strchr(prefix, ' '))
+        return colibri_conf_error(sec, err, errlen,
+                                  "expected 'fastcgi PREFIX { to = ...; root = ... }'");
+    struct fcgi_route *fr = calloc(1, sizeof(*fr));
+    if (!fr)
+        return colibri_conf_error(sec, err, errlen, "out of memory");
+    fr->connect_ms = 5000;
+    fr->read_ms = fr->send_ms = 60000;
+    fr->prefix = strdup(prefix);
+    fr->prefix_len = strlen(prefix);
+    if (fr->prefix_len && prefix[fr->prefix_len - 1] == '/')
+        fr->prefix_len--;
+    int r = fr->prefix ? load(srv, sec, fr, err, errlen)
+                       : colibri_conf_error(sec, err, errlen, "out of memory");
+    if (r) {
+        route_free(fr);
+        return r;
+    }
+    char why[256];
+    if (colibri_server_add_route(srv, prefix, &fcgi_h, fr, route_free, why, sizeof(why)))
+        return colibri_conf_error(sec, err, errlen, "%s", why);
+    return 0;
+}
+
+BUILTIN_MODULE(fastcgi) = {.name = "fastcgi", .from_config = from_config};

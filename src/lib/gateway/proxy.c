@@ -1,0 +1,768 @@
+/* proxy.c - the reverse proxy: "proxy PREFIX { to = ... }" in a site.
+ *
+ *     proxy /api {
+ *         to = app                 # an upstream's name, http://HOST:PORT, HOST:PORT, unix:/PATH
+ *         strip_prefix = false     # true: /api/x goes upstream as /x
+ *         preserve_host = false    # true: the client's Host goes upstream
+ *         connect_timeout = 5s
+ *         read_timeout = 60s       # between two reads from the upstream
+ *         send_timeout = 60s       # between two writes to the upstream
+ *         retries = 2
+ *         websocket = true
+ *         buffer_response = false
+ *         max_body = 0             # the largest request body (0: no limit)
+ *     }
+ *
+ * A request runs on its connection's coroutine: the upstream socket is
+ * non-blocking and every wait is conn_wait_fd() (gateway/upio.c). The
+ * request's body goes upstream as it arrives, the answer's body to the
+ * client as it comes, through one buffer of RELAY_BUF bytes: memory per
+ * request is bounded whatever the sizes. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "gateway/uphead.h"
+#include "gateway/upio.h"
+#include "gateway/upstream.h"
+#include "http/request.h"
+#include "http/status.h"
+#include "rt/tls.h"
+#include "server/builtin.h"
+
+#define RELAY_BUF     (64 * 1024)
+#define RESP_HEAD_MAX (16 * 1024)
+#define BUFFER_MAX    (8 << 20) /* buffer_response: larger answers stream */
+
+struct proxy_route {
+    struct gw_upstream *up;
+    bool own_up; /* a group made from a "to" address: freed with the route */
+    size_t prefix_len;
+    bool strip_prefix, preserve_host, websocket, buffer_response;
+    int connect_ms, read_ms, send_ms;
+    unsigned retries;
+    uint64_t max_body;
+};
+
+/* One request's state, on the handler's stack; the defer closes what it holds. */
+struct job {
+    struct colibri_request *req;
+    struct proxy_route *pr;
+    int fd;          /* the upstream connection, or -1 */
+    int srv;         /* its server's index, or -1 */
+    bool counted;    /* srv's active count holds this request */
+    int epfd;        /* the tunnel's epoll, or -1 */
+    char *buf;       /* RELAY_BUF bytes */
+    size_t len, pos; /* bytes read from the upstream, [pos, len) not handled */
+    struct strbuf head;
+};
+
+static void job_release_server(struct job *j)
+{
+    if (j->counted) {
+        atomic_fetch_sub_explicit(&j->pr->up->servers[j->srv].active, 1, memory_order_relaxed);
+        j->counted = false;
+    }
+}
+
+static void job_close(struct job *j)
+{
+    if (j->fd >= 0)
+        close(j->fd);
+    j->fd = -1;
+    job_release_server(j);
+}
+
+static void job_end(void *arg)
+{
+    struct job *j = arg;
+    job_close(j);
+    if (j->epfd >= 0)
+        close(j->epfd);
+    free(j->buf);
+    strbuf_free(&j->head);
+    free(j);
+}
+
+static bool idempotent(enum colibri_method m)
+{
+    return m == COLIBRI_GET || m == COLIBRI_HEAD || m == COLIBRI_PUT || m == COLIBRI_DELETE ||
+           m == COLIBRI_OPTIONS || m == COLIBRI_TRACE;
+}
+
+/* The target going upstream: the client's, or without the prefix. */
+static struct view target_of(struct job *j, char *tmp, size_t tmplen)
+{
+    const struct http_head *h = j->req->head;
+    struct view t = h->target;
+    if (h->flags & HTTP_F_ABSOLUTE) {
+        /* absolute-form: the path and the query */
+        t = h->path;
+        if (h->flags & HTTP_F_HAS_QUERY) {
+            int n = snprintf(tmp, tmplen, "%.*s?%.*s", (int)h->path.len, h->path.p,
+                             (int)h->query.len, h->query.p);
+            t = (struct view){.p = tmp, .len = (size_t)MIN((size_t)n, tmplen - 1)};
+        }
+    }
+    size_t pl = j->pr->prefix_len;
+    if (!j->pr->strip_prefix || !pl)
+        return t;
+    /* the router matched the decoded path; the raw target starts with
+     * the same bytes unless the client escaped them */
+    struct colibri_str path = colibri_req_path(j->req);
+    if (t.len >= pl && !memcmp(t.p, path.p, pl) &&
+        (t.len == pl || t.p[pl] == '/' || t.p[pl] == '?')) {
+        t.p += pl, t.len -= pl;
+        if (!t.len || t.p[0] == '?') {
+            int n = snprintf(tmp, tmplen, "/%.*s", (int)t.len, t.p);
+            t = (struct view){.p = tmp, .len = (size_t)MIN((size_t)n, tmplen - 1)};
+        }
+        return t;
+    }
+    /* escaped differently: the decoded rest, escaped again, and the query */
+    size_t n = 0;
+    const char *rest = path.p + MIN(pl, path.len);
+    size_t rl = path.len > pl ? path.len - pl : 0;
+    if (!rl || rest[0] != '/')
+        tmp[n++] = '/';
+    for (size_t i = 0; i < rl && n + 4 < tmplen; i++) {
+        unsigned char c = (unsigned char)rest[i];
+        if (c <= ' ' || c >= 0x7f || c == '%' || c == '?' || c == '#')
+            n += (size_t)snprintf(tmp + n, tmplen - n, "%%%02X", c);
+        else
+            tmp[n++] = (char)c;
+    }
+    if ((h->flags & HTTP_F_HAS_QUERY) && n + h->query.len + 2 < tmplen)
+        n += (size_t)snprintf(tmp + n, tmplen - n, "?%.*s", (int)h->query.len, h->query.p);
+    return (struct view){.p = tmp, .len = n};
+}
+
+static uint64_t hash_key(struct job *j)
+{
+    const struct gw_upstream *up = j->pr->up;
+    if (up->balance != GW_HASH)
+        return 0;
+    struct colibri_str v;
+    if (up->hash_header && colibri_req_header(j->req, up->hash_header, &v))
+        return gw_hash(v.p, v.len);
+    const struct conn_peer *p = conn_peer_of(j->req->ctx);
+    return gw_hash(p->addr, p->family == AF_INET ? 4 : 16);
+}
+
+/* --- sending the request ------------------------------------------------------- */
+
+static int send_head(struct job *j, const struct gw_server *s, bool upgrade)
+{
+    struct colibri_request *req = j->req;
+    const struct http_head *h = req->head;
+    char tmp[8192], addr[64] = "";
+    colibri_req_remote_addr(req, addr, sizeof(addr));
+    struct gw_req_out o = {
+        .method = h->method_str,
+        .target = target_of(j, tmp, sizeof(tmp)),
+        .fields = h->headers,
+        .host =
+            j->pr->preserve_host && h->host.len ? h->host : (struct view){s->host, strlen(s->host)},
+        .client_host = h->host,
+        .client_addr = addr,
+        .secure = colibri_req_is_secure(req),
+        .content_length = req->body_kind == BODY_LENGTH ? h->content_length : -1,
+        .chunked = req->body_kind == BODY_CHUNKED,
+        .upgrade = upgrade,
+    };
+    strbuf_reset(&j->head);
+    if (gw_build_request(&j->head, &o))
+        return -ENOMEM;
+    return gw_write(req->ctx, j->fd, j->head.buf, j->head.len, j->pr->send_ms);
+}
+
+/* The body, as it arrives: 0, or -errno with *client set when the client's
+ * side failed (the status to answer is http_status_of()). */
+static int send_body(struct job *j, bool *client)
+{
+    struct colibri_request *req = j->req;
+    bool chunked = req->body_kind == BODY_CHUNKED;
+    *client = false;
+    for (;;) {
+        struct view v;
+        int r = http_body_next(req, &v);
+        if (r) {
+            *client = true;
+            return r;
+        }
+        if (!v.len) {
+            if (chunked)
+                return gw_write(req->ctx, j->fd, "0\r\n\r\n", 5, j->pr->send_ms);
+            return 0;
+        }
+        char size[24];
+        int n = chunked ? snprintf(size, sizeof(size), "%zx\r\n", v.len) : 0;
+        struct iovec iov[3] = {{size, (size_t)n}, {(void *)v.p, v.len}, {"\r\n", chunked ? 2 : 0}};
+        if ((r = gw_writev(req->ctx, j->fd, iov, 3, j->pr->send_ms)))
+            return r;
+    }
+}
+
+/* --- the answer ----------------------------------------------------------------- */
+
+/* Reads the answer's head (skipping 1xx but a 101): its length, or -errno
+ * (-ETIMEDOUT, -EBADMSG for an invalid head, -ECONNRESET and 0-length
+ * ends as -EPIPE). *got: whether any byte came. */
+static ssize_t read_head(struct job *j, struct gw_resp_head *h, bool *got)
+{
+    j->len = j->pos = 0;
+    *got = false;
+    for (;;) {
+        if (j->len > j->pos) {
+            ssize_t r = gw_parse_response(j->buf + j->pos, j->len - j->pos, RESP_HEAD_MAX, h);
+            if (r < 0)
+                return -EBADMSG;
+            if (r > 0) {
+                if (h->status >= 100 && h->status < 200 && h->status != 101) {
+                    j->pos += (size_t)r; /* an interim answer (100, 103): ours to drop */
+                    continue;
+                }
+                return r;
+            }
+            if (j->pos) {
+                memmove(j->buf, j->buf + j->pos, j->len - j->pos);
+                j->len -= j->pos;
+                j->pos = 0;
+            }
+        }
+        if (j->len == RELAY_BUF)
+            return -EBADMSG;
+        ssize_t n =
+            gw_read(j->req->ctx, j->fd, j->buf + j->len, RELAY_BUF - j->len, j->pr->read_ms);
+        if (n < 0)
+            return n;
+        if (n == 0)
+            return -EPIPE;
+        *got = true;
+        j->len += (size_t)n;
+    }
+}
+
+/* The upstream's body failed part way: the client's answer is cut (the
+ * connection closes without the end of its framing), never completed
+ * wrongly. */
+static void cut_answer(struct job *j, const char *why)
+{
+    struct colibri_request *req = j->req;
+    struct colibri_response *resp = req->hc->resp;
+    LOG_LIMITED(LOG_WARN, "proxy: upstream %s: %s: the answer to \"%.*s %.*s\" is cut short",
+                j->pr->up->servers[j->srv].text, why, (int)req->head->method_str.len,
+                req->head->method_str.p, (int)MIN(req->head->target.len, 200), req->head->target.p);
+    req->hc->closing = true;
+    resp->chunked = false; /* no last chunk */
+    resp->interrupted = true;
+    job_close(j);
+}
+
+/* More body bytes into buf (from pos on): > 0, 0 at the upstream's end, < 0 an error. */
+static ssize_t more(struct job *j)
+{
+    if (j->pos == j->len)
+        j->pos = j->len = 0;
+    if (j->len == RELAY_BUF) {
+        memmove(j->buf, j->buf + j->pos, j->len - j->pos);
+        j->len -= j->pos;
+        j->pos = 0;
+    }
+    ssize_t n = gw_read(j->req->ctx, j->fd, j->buf + j->len, RELAY_BUF - j->len, j->pr->read_ms);
+    if (n > 0)
+        j->len += (size_t)n;
+    return n;
+}
+
+static const char *err_text(ssize_t r)
+{
+    return r == 0 ? "closed early" : r == -ETIMEDOUT ? "read timed out" : strerror((int)-r);
+}
+
+/* Relays a body of Content-Length n; whether it came whole. */
+static bool relay_length(struct job *j, uint64_t n)
+{
+    struct conn_ctx *ctx = j->req->ctx;
+    bool first = true;
+    while (n) {
+        if (j->pos == j->len) {
+            ssize_t r = more(j);
+            if (r <= 0) {
+                conn_flush(ctx);
+                cut_answer(j, err_text(r));
+                return false;
+            }
+        }
+        size_t take = (size_t)MIN((uint64_t)(j->len - j->pos), n);
+        if (first)
+            conn_flush_with(ctx, j->buf + j->pos, take); /* the head and the first bytes */
+        else
+            conn_write(ctx, j->buf + j->pos, take);
+        first = false;
+        j->pos += take;
+        n -= take;
+    }
+    conn_flush(ctx);
+    return true;
+}
+
+/* Relays a chunked body, decoded, as the client's framing; whether it came whole. */
+static bool relay_chunked(struct job *j)
+{
+    struct colibri_response *resp = j->req->hc->resp;
+    struct http_chunked st = {0};
+    for (;;) {
+        if (j->pos < j->len) {
+            size_t payload;
+            ssize_t used = http_chunked_decode(&st, j->buf + j->pos, j->len - j->pos, &payload);
+            if (used < 0) {
+                cut_answer(j, "invalid chunked body");
+                return false;
+            }
+            if (payload)
+                colibri_resp_send_chunk(resp, j->buf + j->pos, payload);
+            j->pos += (size_t)used;
+            if (st.done)
+                return true;
+            if (used > 0)
+                continue;
+        }
+        ssize_t r = more(j);
+        if (r <= 0) {
+            cut_answer(j, err_text(r));
+            return false;
+        }
+    }
+}
+
+/* Relays a body that ends with the upstream's close. */
+static void relay_close(struct job *j)
+{
+    struct colibri_response *resp = j->req->hc->resp;
+    for (;;) {
+        if (j->pos < j->len)
+            colibri_resp_send_chunk(resp, j->buf + j->pos, j->len - j->pos);
+        j->pos = j->len = 0;
+        ssize_t r = more(j);
+        if (r == 0)
+            break;
+        if (r < 0) {
+            cut_answer(j, err_text(r));
+            return;
+        }
+    }
+    job_close(j);
+}
+
+/* --- WebSocket (any Upgrade) tunnel ------------------------------------------------- */
+
+static void tunnel(struct job *j)
+{
+    struct colibri_request *req = j->req;
+    struct conn_ctx *ctx = req->ctx;
+    req->hc->closing = true;
+    /* the upstream's bytes after its 101, and the client's after its request */
+    if (j->len > j->pos)
+        conn_write(ctx, j->buf + j->pos, j->len - j->pos);
+    if (http_pin_head(req) < 0)
+        return;
+    if (ctx->in_len > ctx->in_pos &&
+        gw_write(ctx, j->fd, ctx->in + ctx->in_pos, ctx->in_len - ctx->in_pos, j->pr->send_ms))
+        return;
+    ctx->in_pos = ctx->in_len = 0;
+    j->epfd = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event a = {.events = EPOLLIN, .data.u32 = 0},
+                       b = {.events = EPOLLIN, .data.u32 = 1};
+    if (j->epfd < 0 || epoll_ctl(j->epfd, EPOLL_CTL_ADD, j->fd, &a) < 0 ||
+        epoll_ctl(j->epfd, EPOLL_CTL_ADD, ctx->fd, &b) < 0)
+        return;
+    for (;;) {
+        bool client = tls_pending(ctx), upstream = false;
+        if (!client) {
+            int r = conn_wait_fd(ctx, j->epfd, CONN_WAIT_READ, j->pr->read_ms);
+            if (r < 0)
+                return; /* idle through read_timeout, or stopping */
+            struct epoll_event ev[2];
+            int n = epoll_wait(j->epfd, ev, 2, 0);
+            for (int i = 0; i < n; i++) {
+                if (ev[i].data.u32)
+                    client = true;
+                else
+                    upstream = true;
+            }
+        } else {
+            struct epoll_event ev[2];
+            int n = epoll_wait(j->epfd, ev, 2, 0);
+            for (int i = 0; i < n; i++)
+                if (!ev[i].data.u32)
+                    upstream = true;
+        }
+        if (upstream) {
+            ssize_t n = recv(j->fd, j->buf, RELAY_BUF, MSG_DONTWAIT);
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+                return;
+            if (n > 0)
+                conn_write(ctx, j->buf, (size_t)n);
+        }
+        if (client) {
+            ctx->in_pos = ctx->in_len = 0;
+            ssize_t n = conn_read(ctx, false);
+            if (n <= 0)
+                return;
+            if (gw_write(ctx, j->fd, ctx->in, ctx->in_len, j->pr->send_ms))
+                return;
+            ctx->in_pos = ctx->in_len = 0;
+        }
+    }
+}
+
+/* --- the handler ------------------------------------------------------------------ */
+
+/* Passes the answer whose head is h (hlen bytes at pos) to the client.
+ * Returns the handler's status. */
+static int relay(struct job *j, struct gw_resp_head *h, size_t hlen, bool upgrade)
+{
+    struct colibri_request *req = j->req;
+    struct colibri_response *resp = req->hc->resp;
+    struct gw_upstream *up = j->pr->up;
+    j->pos += hlen;
+    colibri_resp_set_type(resp, NULL);
+    /* every return but a whole answer closes the connection: only one
+     * whose answer ended exactly goes back to the pool (the handler puts
+     * back what is still open) */
+    if (gw_answer_fields(&req->hc->hdrs, h)) {
+        job_close(j);
+        return 500;
+    }
+    if (h->status == 101) {
+        if (!upgrade) {
+            LOG_LIMITED(LOG_WARN, "proxy: upstream %s: a 101 to a request that asked for none",
+                        up->servers[j->srv].text);
+            strbuf_reset(&req->hc->hdrs);
+            job_close(j);
+            return 502;
+        }
+        http_write_response(req, resp, 101);
+        resp->sent = true;
+        conn_flush(req->ctx);
+        tunnel(j);
+        job_close(j); /* a tunnel's connection is never pooled */
+        return 101;
+    }
+    bool no_body = resp->head_only || h->status == 204 || h->status == 304;
+    bool keep = !h->conn_close;
+    if (no_body) {
+        if (h->status == 204 || h->status == 304) {
+            if (!keep || j->pos != j->len)
+                job_close(j);
+            return h->status; /* the head alone */
+        }
+        if (h->content_length >= 0)
+            http_answer_head(resp, h->status, NULL, (uint64_t)h->content_length);
+        else {
+            resp->status = h->status;
+            http_start_stream(resp);
+        }
+        if (!keep || j->pos != j->len || h->te)
+            job_close(j); /* bytes we cannot place: not reusable */
+        return h->status;
+    }
+    bool whole;
+    if (j->pr->buffer_response && h->content_length > 0 &&
+        (uint64_t)h->content_length <= BUFFER_MAX) {
+        /* read whole first: the upstream connection is free before the
+         * client's pace matters */
+        struct strbuf *b = &req->hc->body;
+        size_t n = (size_t)h->content_length;
+        if (strbuf_reserve(b, n) < 0) {
+            job_close(j);
+            return 500;
+        }
+        while (b->len < n) {
+            if (j->pos == j->len) {
+                ssize_t r = more(j);
+                if (r <= 0) {
+                    LOG_LIMITED(LOG_WARN, "proxy: upstream %s: %s in a buffered answer",
+                                up->servers[j->srv].text, err_text(r));
+                    strbuf_reset(b);
+                    strbuf_reset(&req->hc->hdrs);
+                    job_close(j);
+                    return r == -ETIMEDOUT ? 504 : 502;
+                }
+            }
+            size_t take = MIN(j->len - j->pos, n - b->len);
+            memcpy(b->buf + b->len, j->buf + j->pos, take);
+            b->len += take;
+            j->pos += take;
+        }
+        if (!keep || j->pos != j->len)
+            job_close(j);
+        else if (j->fd >= 0) {
+            gw_pool_put(up, conn_worker_index(req->ctx), (unsigned)j->srv, j->fd);
+            j->fd = -1;
+        }
+        job_release_server(j);
+        resp->mime = NULL;
+        return h->status;
+    }
+    if (h->content_length >= 0) {
+        if (!http_answer_head(resp, h->status, NULL, (uint64_t)h->content_length)) {
+            whole = true; /* an empty body */
+        } else {
+            whole = relay_length(j, (uint64_t)h->content_length);
+        }
+    } else {
+        resp->status = h->status;
+        http_start_stream(resp);
+        if (h->chunked) {
+            whole = relay_chunked(j);
+        } else {
+            relay_close(j);
+            whole = false; /* no connection to keep */
+        }
+    }
+    if (!whole || !keep || j->pos != j->len)
+        job_close(j);
+    return h->status;
+}
+
+static int proxy_handler(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    struct proxy_route *pr = data;
+    struct gw_upstream *up = pr->up;
+    struct conn_ctx *ctx = req->ctx;
+    struct job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return 503;
+    *j = (struct job){.req = req, .pr = pr, .fd = -1, .srv = -1, .epfd = -1};
+    if (colibri_defer(req, job_end, j))
+        return 503;
+    if (!(j->buf = malloc(RELAY_BUF)))
+        return 503;
+    req->max_body = pr->max_body ? pr->max_body : UINT64_MAX;
+    if (req->body_kind == BODY_LENGTH && req->body_left > req->max_body) {
+        req->hc->closing = req->hc->lingering = true;
+        return 413;
+    }
+    struct colibri_str upg;
+    bool upgrade = pr->websocket && (req->head->flags & HTTP_F_CONN_UPGRADE) &&
+                   colibri_req_header(req, "Upgrade", &upg) && upg.len;
+    bool safe = idempotent(req->head->method);
+    unsigned widx = conn_worker_index(ctx);
+    uint64_t key = hash_key(j), tried = 0;
+    uint64_t t0 = worker_now_ms();
+    unsigned tries_left = pr->retries;
+    bool fresh_retry = false; /* the one retry of a pooled connection found closed */
+    int status = 502;
+    for (;;) {
+        /* once the client's body is being read it cannot be sent again */
+        bool body_started = req->body_kind != BODY_NONE && req->hc->bs.t0_ms != 0;
+        if (!fresh_retry) {
+            j->srv = gw_pick(up, widx, worker_now_ms(), tried, key);
+            if (j->srv < 0) {
+                if (!tried)
+                    LOG_LIMITED(LOG_WARN, "proxy: upstream %s: no server is up", up->name);
+                return status;
+            }
+            tried |= 1ull << j->srv;
+        }
+        const struct gw_server *s = &up->servers[j->srv];
+        resp->upstream_addr = s->text;
+        atomic_fetch_add_explicit(&up->servers[j->srv].active, 1, memory_order_relaxed);
+        j->counted = true;
+        bool reused = false;
+        j->fd = -1;
+        if (!fresh_retry) {
+            while ((j->fd = gw_pool_take(up, widx, (unsigned)j->srv)) >= 0 &&
+                   !gw_idle_alive(j->fd)) {
+                close(j->fd);
+                j->fd = -1;
+            }
+            reused = j->fd >= 0;
+        }
+        fresh_retry = false;
+        if (j->fd < 0) {
+            int fd = gw_connect(ctx, s, pr->connect_ms);
+            if (fd < 0) {
+                job_release_server(j);
+                if (fd == -ECANCELED)
+                    return 503;
+                LOG_LIMITED(LOG_WARN, "proxy: upstream %s: connect: %s", s->text,
+                            fd == -ETIMEDOUT ? "timed out" : strerror(-fd));
+                gw_failed(up, (unsigned)j->srv, worker_now_ms());
+                status = fd == -ETIMEDOUT ? 504 : 502;
+                if (tries_left-- && !body_started)
+                    continue;
+                return status;
+            }
+            j->fd = fd;
+        }
+        /* the request */
+        bool client_err = false, got = false;
+        int r = send_head(j, s, upgrade);
+        if (!r && req->body_kind != BODY_NONE)
+            r = send_body(j, &client_err);
+        if (client_err) {
+            job_close(j);
+            return http_status_of(r);
+        }
+        if (r == -ENOMEM) {
+            job_close(j);
+            return 503;
+        }
+        /* a write failed: an early answer may still be there to read */
+        struct gw_resp_head h;
+        ssize_t hl = r == -ETIMEDOUT ? r : read_head(j, &h, &got);
+        if (hl > 0) {
+            resp->upstream_ms = (int64_t)(worker_now_ms() - t0);
+            bool again = safe && req->body_kind == BODY_NONE && tries_left &&
+                         (h.status == 502 || h.status == 503 || h.status == 504);
+            if (again && gw_pick(up, widx, worker_now_ms(), tried, key) >= 0) {
+                tries_left--;
+                LOG_LIMITED(LOG_INFO, "proxy: upstream %s answered %d: trying another", s->text,
+                            h.status);
+                job_close(j);
+                continue;
+            }
+            gw_succeeded(up, (unsigned)j->srv);
+            status = relay(j, &h, (size_t)hl, upgrade);
+            if (j->fd >= 0) {
+                gw_pool_put(up, widx, (unsigned)j->srv, j->fd);
+                j->fd = -1;
+            }
+            job_release_server(j);
+            return status;
+        }
+        job_close(j);
+        if (hl == -ECANCELED)
+            return 503;
+        /* a kept connection the upstream had closed: once more on a fresh one */
+        /* (a body read from the client cannot be sent again) */
+        bool resendable = req->body_kind == BODY_NONE || !req->hc->bs.t0_ms;
+        if (reused && !got && (hl == -EPIPE || hl == -ECONNRESET) && resendable) {
+            fresh_retry = true;
+            continue;
+        }
+        resp->upstream_ms = (int64_t)(worker_now_ms() - t0);
+        status = hl == -ETIMEDOUT ? 504 : 502;
+        LOG_LIMITED(LOG_WARN, "proxy: upstream %s: %s", s->text,
+                    hl == -ETIMEDOUT ? "timed out"
+                    : hl == -EBADMSG ? "invalid response"
+                    : hl == -EPIPE   ? "closed the connection without an answer"
+                                     : strerror((int)-hl));
+        gw_failed(up, (unsigned)j->srv, worker_now_ms());
+        if (safe && tries_left && resendable && !got) {
+            tries_left--;
+            continue;
+        }
+        return status;
+    }
+}
+
+/* --- config ------------------------------------------------------------------------ */
+
+static const struct colibri_handler proxy_h = {
+    .name = "proxy",
+    .fn = proxy_handler,
+    .methods = (1u << COLIBRI_METHOD_COUNT) - 1,
+};
+
+static void route_free(void *arg)
+{
+    struct proxy_route *pr = arg;
+    if (pr->own_up)
+        gw_upstream_free(pr->up);
+    free(pr);
+}
+
+static int take_bool(struct colibri_conf *sec, const char *key, bool *out, char *err, size_t errlen)
+{
+    struct colibri_conf *c = colibri_conf_take(sec, key);
+    return c ? colibri_conf_bool(c, out, err, errlen) : 0;
+}
+
+static int take_timeout(struct colibri_conf *sec, const char *key, int *out, char *err,
+                        size_t errlen)
+{
+    struct colibri_conf *c = colibri_conf_take(sec, key);
+    uint64_t ms;
+    if (!c)
+        return 0;
+    int r = colibri_conf_duration_ms(c, &ms, err, errlen);
+    if (r)
+        return r;
+    if (ms < 1 || ms > 86400000)
+        return colibri_conf_error(c, err, errlen, "must be between 1ms and a day");
+    *out = (int)ms;
+    return 0;
+}
+
+static int from_config(struct colibri_server *srv, struct colibri_conf *sec, char *err,
+                       size_t errlen)
+{
+    const char *prefix = colibri_conf_value(sec);
+    if (prefix[0] != '/' || strchr(prefix, ' '))
+        return colibri_conf_error(sec, err, errlen, "expected 'proxy PREFIX { to = UPSTREAM }'");
+    struct proxy_route *pr = calloc(1, sizeof(*pr));
+    if (!pr)
+        return colibri_conf_error(sec, err, errlen, "out of memory");
+    *pr = (struct proxy_route){
+        .websocket = true, .connect_ms = 5000, .read_ms = 60000, .send_ms = 60000, .retries = 2};
+    pr->prefix_len = strlen(prefix);
+    if (prefix[pr->prefix_len - 1] == '/')
+        pr->prefix_len--;
+    int r = 0;
+    struct colibri_conf *to = colibri_conf_take(sec, "to"), *c;
+    if (!to) {
+        r = colibri_conf_error(sec, err, errlen, "needs 'to = UPSTREAM or ADDRESS'");
+    } else {
+        const char *v = colibri_conf_value(to);
+        pr->up = builtin_find(srv, "upstream", v);
+        if (!pr->up) {
+            r = gw_upstream_single(to, v, &pr->up, err, errlen);
+            pr->own_up = !r;
+            char why[256];
+            if (!r && builtin_allow_connect(srv, (const struct sockaddr *)&pr->up->servers[0].addr,
+                                            why, sizeof(why)))
+                r = colibri_conf_error(to, err, errlen, "%s", why);
+        }
+    }
+    if (!r)
+        r = take_bool(sec, "strip_prefix", &pr->strip_prefix, err, errlen);
+    if (!r)
+        r = take_bool(sec, "preserve_host", &pr->preserve_host, err, errlen);
+    if (!r)
+        r = take_timeout(sec, "connect_timeout", &pr->connect_ms, err, errlen);
+    if (!r)
+        r = take_timeout(sec, "read_timeout", &pr->read_ms, err, errlen);
+    if (!r)
+        r = take_timeout(sec, "send_timeout", &pr->send_ms, err, errlen);
+    if (!r && (c = colibri_conf_take(sec, "retries"))) {
+        long v;
+        if (!(r = colibri_conf_int(c, 0, GW_SERVERS_MAX, &v, err, errlen)))
+            pr->retries = (unsigned)v;
+    }
+    if (!r)
+        r = take_bool(sec, "websocket", &pr->websocket, err, errlen);
+    if (!r)
+        r = take_bool(sec, "buffer_response", &pr->buffer_response, err, errlen);
+    if (!r && (c = colibri_conf_take(sec, "max_body")))
+        r = colibri_conf_size(c, &pr->max_body, err, errlen);
+    char why[256];
+    if (!r && pr->up && !pr->own_up && gw_upstream_start(pr->up, why, sizeof(why)))
+        r = colibri_conf_error(sec, err, errlen, "%s", why);
+    if (r) {
+        route_free(pr);
+        return r;
+    }
+    if (colibri_server_add_route(srv, prefix, &proxy_h, pr, route_free, why, sizeof(why)))
+        return colibri_conf_error(sec, err, errlen, "%s", why);
+    return 0;
+}
+
+BUILTIN_MODULE(proxy) = {.name = "proxy", .from_config = from_config};

@@ -1,0 +1,102 @@
+/* upio.c - upstream socket I/O on the coroutine (see upio.h). */
+#include "gateway/upio.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+int gw_connect(struct conn_ctx *ctx, const struct gw_server *s, int timeout_ms)
+{
+    int fd = socket(s->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    if (s->addr.ss_family != AF_UNIX) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    if (connect(fd, (const struct sockaddr *)&s->addr, s->addr_len) == 0)
+        return fd;
+    int e = errno;
+    if (e == EAGAIN && s->addr.ss_family == AF_UNIX)
+        e = ECONNREFUSED; /* a unix socket's backlog is full: as good as refused */
+    if (e != EINPROGRESS) {
+        close(fd);
+        return -e;
+    }
+    int r = conn_wait_fd(ctx, fd, CONN_WAIT_WRITE, timeout_ms);
+    if (r < 0) {
+        close(fd);
+        return r;
+    }
+    socklen_t len = sizeof(e);
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) < 0)
+        e = errno;
+    if (e) {
+        close(fd);
+        return -e;
+    }
+    return fd;
+}
+
+int gw_writev(struct conn_ctx *ctx, int fd, struct iovec *iov, int iovcnt, int timeout_ms)
+{
+    while (iovcnt > 0) {
+        if (!iov->iov_len) {
+            iov++, iovcnt--;
+            continue;
+        }
+        struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)iovcnt};
+        ssize_t n = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN)
+                return -errno;
+            int r = conn_wait_fd(ctx, fd, CONN_WAIT_WRITE, timeout_ms);
+            if (r < 0)
+                return r;
+            continue;
+        }
+        size_t left = (size_t)n;
+        while (iovcnt > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            iov++, iovcnt--;
+        }
+        if (iovcnt > 0) {
+            iov->iov_base = (char *)iov->iov_base + left;
+            iov->iov_len -= left;
+        }
+    }
+    return 0;
+}
+
+int gw_write(struct conn_ctx *ctx, int fd, const void *p, size_t len, int timeout_ms)
+{
+    struct iovec iov = {.iov_base = (void *)p, .iov_len = len};
+    return gw_writev(ctx, fd, &iov, 1, timeout_ms);
+}
+
+ssize_t gw_read(struct conn_ctx *ctx, int fd, void *buf, size_t cap, int timeout_ms)
+{
+    for (;;) {
+        ssize_t n = recv(fd, buf, cap, MSG_DONTWAIT);
+        if (n >= 0)
+            return n;
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN)
+            return -errno;
+        int r = conn_wait_fd(ctx, fd, CONN_WAIT_READ, timeout_ms);
+        if (r < 0)
+            return r;
+    }
+}
+
+bool gw_idle_alive(int fd)
+{
+    char c;
+    ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 && errno == EAGAIN;
+}

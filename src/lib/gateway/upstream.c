@@ -1,0 +1,635 @@
+/* upstream.c - upstream groups: config, choice, health, pools (see
+ * upstream.h). */
+#include "gateway/upstream.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/common.h"
+#include "base/log.h"
+#include "base/thread.h"
+#include "server/builtin.h"
+
+struct gw_worker_slot {
+    uint64_t rr; /* the round robin's position */
+    struct gw_pool {
+        int *fds;
+        unsigned n;
+    } pools[]; /* by server */
+};
+
+uint64_t gw_hash(const void *p, size_t len)
+{
+    const unsigned char *s = p;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ s[i]) * 0x100000001b3ull;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h;
+}
+
+/* --- addresses ------------------------------------------------------------------ */
+
+/* "unix:/path", "HOST:PORT" or "[V6]:PORT" (a name is resolved now, its
+ * first address kept). 0, or -EINVAL with why. */
+static int parse_addr(const char *a, struct gw_server *s, char *why, size_t whylen)
+{
+    memset(&s->addr, 0, sizeof(s->addr));
+    if (!strncmp(a, "unix:", 5)) {
+        struct sockaddr_un *un = (struct sockaddr_un *)&s->addr;
+        const char *path = a + 5;
+        if (path[0] != '/' || strlen(path) >= sizeof(un->sun_path))
+            return snprintf(why, whylen,
+                            "'%s': a unix socket needs an absolute path of at most %zu bytes", a,
+                            sizeof(un->sun_path) - 1),
+                   -EINVAL;
+        un->sun_family = AF_UNIX;
+        strcpy(un->sun_path, path);
+        s->addr_len = sizeof(*un);
+        snprintf(s->text, sizeof(s->text), "%.*s", (int)sizeof(s->text) - 1, a);
+        snprintf(s->host, sizeof(s->host), "localhost");
+        return 0;
+    }
+    char host[256];
+    const char *port;
+    if (a[0] == '[') {
+        const char *close = strchr(a, ']');
+        if (!close || close[1] != ':' || (size_t)(close - a - 1) >= sizeof(host))
+            goto bad;
+        memcpy(host, a + 1, (size_t)(close - a - 1));
+        host[close - a - 1] = '\0';
+        port = close + 2;
+    } else {
+        const char *colon = strrchr(a, ':');
+        if (!colon || colon == a || (size_t)(colon - a) >= sizeof(host) ||
+            memchr(a, ':', (size_t)(colon - a)))
+            goto bad;
+        memcpy(host, a, (size_t)(colon - a));
+        host[colon - a] = '\0';
+        port = colon + 1;
+    }
+    char *end;
+    long p = strtol(port, &end, 10);
+    if (!*port || *end || p < 1 || p > 65535)
+        goto bad;
+    for (const char *c = host; *c; c++)
+        if ((unsigned char)*c <= ' ' || *c == '/' || *c == '@' || (unsigned char)*c >= 0x7f)
+            goto bad;
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *res;
+    int r = getaddrinfo(host, port, &hints, &res);
+    if (r)
+        return snprintf(why, whylen, "'%s': %s", a, gai_strerror(r)), -EINVAL;
+    memcpy(&s->addr, res->ai_addr, res->ai_addrlen);
+    s->addr_len = res->ai_addrlen;
+    freeaddrinfo(res);
+    snprintf(s->text, sizeof(s->text), "%.*s", (int)sizeof(s->text) - 1, a);
+    snprintf(s->host, sizeof(s->host), "%.*s", (int)sizeof(s->host) - 1, a);
+    return 0;
+bad:
+    snprintf(why, whylen, "'%s' is not an address (HOST:PORT, [IPV6]:PORT or unix:/PATH)", a);
+    return -EINVAL;
+}
+
+/* --- config ---------------------------------------------------------------------- */
+
+static struct gw_upstream *new_group(const char *name, unsigned n)
+{
+    struct gw_upstream *up = calloc(1, sizeof(*up));
+    if (!up)
+        return NULL;
+    up->name = strdup(name);
+    up->servers = calloc(n ? n : 1, sizeof(*up->servers));
+    up->balance = GW_ROUND_ROBIN;
+    up->keepalive = 32;
+    up->max_fails = 1;
+    up->fail_timeout_ms = 10000;
+    up->health_interval_ms = 5000;
+    up->stop_fd = -1;
+    if (!up->name || !up->servers) {
+        gw_upstream_free(up);
+        return NULL;
+    }
+    return up;
+}
+
+static int take_ms(struct colibri_conf *sec, const char *key, uint64_t min, uint64_t *out,
+                   char *err, size_t errlen)
+{
+    struct colibri_conf *c = colibri_conf_take(sec, key);
+    if (!c)
+        return 0;
+    int r = colibri_conf_duration_ms(c, out, err, errlen);
+    if (!r && (*out < min || *out > 86400000ull))
+        r = colibri_conf_error(c, err, errlen, "must be between %llums and a day",
+                               (unsigned long long)min);
+    return r;
+}
+
+static int take_uint(struct colibri_conf *sec, const char *key, long min, long max, unsigned *out,
+                     char *err, size_t errlen)
+{
+    struct colibri_conf *c = colibri_conf_take(sec, key);
+    long v;
+    if (!c)
+        return 0;
+    int r = colibri_conf_int(c, min, max, &v, err, errlen);
+    if (!r)
+        *out = (unsigned)v;
+    return r;
+}
+
+static int load_server(struct gw_upstream *up, struct colibri_conf *c, char *err, size_t errlen)
+{
+    struct gw_server *s = &up->servers[up->n];
+    char why[512];
+    const char *v = colibri_conf_value(c);
+    if (!v[0] || strchr(v, ' '))
+        return colibri_conf_error(c, err, errlen,
+                                  "expected 'server ADDRESS' or 'server ADDRESS { weight = N }'");
+    if (parse_addr(v, s, why, sizeof(why)))
+        return colibri_conf_error(c, err, errlen, "%s", why);
+    s->weight = 1;
+    int r = take_uint(c, "weight", 1, 1000, &s->weight, err, errlen);
+    struct colibri_conf *b = colibri_conf_take(c, "backup");
+    if (!r && b)
+        r = colibri_conf_bool(b, &s->backup, err, errlen);
+    if (!r)
+        up->n++;
+    return r;
+}
+
+int gw_upstream_from_config(struct colibri_conf *sec, struct gw_upstream **out, char *err,
+                            size_t errlen)
+{
+    const char *name = colibri_conf_value(sec);
+    *out = NULL;
+    if (!name[0] || strchr(name, ' ') || strchr(name, '/') || strchr(name, ':'))
+        return colibri_conf_error(sec, err, errlen,
+                                  "expected 'upstream NAME { server ADDRESS ... }' (a plain name)");
+    struct gw_upstream *up = new_group(name, GW_SERVERS_MAX);
+    if (!up)
+        return colibri_conf_error(sec, err, errlen, "out of memory");
+    int r = 0;
+    struct colibri_conf *c;
+    while (!r && (c = colibri_conf_take(sec, "server"))) {
+        if (up->n == GW_SERVERS_MAX)
+            r = colibri_conf_error(c, err, errlen, "at most %d servers", GW_SERVERS_MAX);
+        else
+            r = load_server(up, c, err, errlen);
+    }
+    if (!r && !up->n)
+        r = colibri_conf_error(sec, err, errlen, "needs at least one 'server ADDRESS'");
+    bool primary = false;
+    for (unsigned i = 0; i < up->n; i++)
+        primary = primary || !up->servers[i].backup;
+    if (!r && !primary)
+        r = colibri_conf_error(sec, err, errlen, "needs a server that is not a backup");
+    if (!r && (c = colibri_conf_take(sec, "balance"))) {
+        const char *b = colibri_conf_value(c);
+        if (!strcmp(b, "round_robin"))
+            up->balance = GW_ROUND_ROBIN;
+        else if (!strcmp(b, "least_conn"))
+            up->balance = GW_LEAST_CONN;
+        else if (!strcmp(b, "hash"))
+            up->balance = GW_HASH;
+        else
+            r = colibri_conf_error(c, err, errlen,
+                                   "expected 'round_robin', 'least_conn' or 'hash'");
+    }
+    if (!r && (c = colibri_conf_take(sec, "hash_key"))) {
+        const char *k = colibri_conf_value(c);
+        if (up->balance != GW_HASH)
+            r = colibri_conf_error(c, err, errlen, "needs 'balance = hash'");
+        else if (!strcmp(k, "client_addr") || !strcmp(k, "remote_addr"))
+            ;
+        else if (!strncmp(k, "header:", 7) && k[7]) {
+            for (const char *p = k + 7; *p && !r; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                      (*p >= '0' && *p <= '9') || *p == '-' || *p == '_'))
+                    r = colibri_conf_error(c, err, errlen, "'%s' is not a header name", k + 7);
+            if (!r && !(up->hash_header = strdup(k + 7)))
+                r = colibri_conf_error(c, err, errlen, "out of memory");
+        } else
+            r = colibri_conf_error(c, err, errlen, "expected 'client_addr' or 'header:NAME'");
+    }
+    if (!r)
+        r = take_uint(sec, "keepalive", 0, 4096, &up->keepalive, err, errlen);
+    if (!r)
+        r = take_uint(sec, "max_fails", 0, 1000, &up->max_fails, err, errlen);
+    if (!r)
+        r = take_ms(sec, "fail_timeout", 1, &up->fail_timeout_ms, err, errlen);
+    if (!r && (c = colibri_conf_take(sec, "health_check"))) {
+        const char *p = colibri_conf_value(c);
+        bool ok = p[0] == '/';
+        for (const char *q = p; *q && ok; q++)
+            ok = (unsigned char)*q > ' ' && (unsigned char)*q < 0x7f;
+        if (!ok)
+            r = colibri_conf_error(c, err, errlen, "expected a path (/...) of visible characters");
+        else if (!(up->health_check = strdup(p)))
+            r = colibri_conf_error(c, err, errlen, "out of memory");
+    }
+    if (!r && (c = colibri_conf_take(sec, "health_interval"))) {
+        if (!up->health_check)
+            r = colibri_conf_error(c, err, errlen, "needs 'health_check = PATH'");
+        else {
+            r = colibri_conf_duration_ms(c, &up->health_interval_ms, err, errlen);
+            if (!r && (up->health_interval_ms < 100 || up->health_interval_ms > 86400000))
+                r = colibri_conf_error(c, err, errlen, "must be between 100ms and a day");
+        }
+    }
+    if (r) {
+        gw_upstream_free(up);
+        return r;
+    }
+    *out = up;
+    return 0;
+}
+
+int gw_upstream_single(struct colibri_conf *to, const char *addr, struct gw_upstream **out,
+                       char *err, size_t errlen)
+{
+    *out = NULL;
+    struct gw_upstream *up = new_group(addr, 1);
+    if (!up)
+        return colibri_conf_error(to, err, errlen, "out of memory");
+    char why[512];
+    const char *a = addr;
+    if (!strncmp(a, "http://", 7)) {
+        a += 7;
+        if (strchr(a, '/') || strchr(a, '?'))
+            return gw_upstream_free(up),
+                   colibri_conf_error(to, err, errlen, "'%s': no path after the address", addr);
+        /* http://host without a port: 80 */
+        char withport[300];
+        if (a[0] != '[' ? !strchr(a, ':') : !strstr(a, "]:")) {
+            snprintf(withport, sizeof(withport), "%s:80", a);
+            a = withport;
+        }
+        if (parse_addr(a, &up->servers[0], why, sizeof(why))) {
+            gw_upstream_free(up);
+            return colibri_conf_error(to, err, errlen, "%s", why);
+        }
+    } else if (!strncmp(a, "https://", 8)) {
+        gw_upstream_free(up);
+        return colibri_conf_error(to, err, errlen, "https:// upstreams are not supported yet");
+    } else if (parse_addr(a, &up->servers[0], why, sizeof(why))) {
+        gw_upstream_free(up);
+        return colibri_conf_error(to, err, errlen,
+                                  "'%s' is neither an upstream's name nor an address "
+                                  "(http://HOST:PORT, HOST:PORT or unix:/PATH)",
+                                  addr);
+    }
+    up->servers[0].weight = 1;
+    up->n = 1;
+    *out = up;
+    return 0;
+}
+
+/* --- choice and health -------------------------------------------------------- */
+
+bool gw_server_up(const struct gw_upstream *up, unsigned i, uint64_t now_ms)
+{
+    const struct gw_server *s = &up->servers[i];
+    if (atomic_load_explicit(&s->check_down, memory_order_relaxed))
+        return false;
+    return atomic_load_explicit(&s->down_until_ms, memory_order_relaxed) <= now_ms;
+}
+
+void gw_failed(struct gw_upstream *up, unsigned i, uint64_t now_ms)
+{
+    struct gw_server *s = &up->servers[i];
+    if (!up->max_fails)
+        return;
+    uint64_t since = atomic_load_explicit(&s->fail_since_ms, memory_order_relaxed);
+    if (now_ms - since > up->fail_timeout_ms) {
+        atomic_store_explicit(&s->fail_since_ms, now_ms, memory_order_relaxed);
+        atomic_store_explicit(&s->fails, 0, memory_order_relaxed);
+    }
+    uint32_t f = atomic_fetch_add_explicit(&s->fails, 1, memory_order_relaxed) + 1;
+    if (f >= up->max_fails) {
+        atomic_store_explicit(&s->down_until_ms, now_ms + up->fail_timeout_ms,
+                              memory_order_relaxed);
+        atomic_store_explicit(&s->fails, 0, memory_order_relaxed);
+        LOG_LIMITED(LOG_WARN, "upstream %s: server %s marked down for %llu ms (%u failures)",
+                    up->name, s->text, (unsigned long long)up->fail_timeout_ms, f);
+    }
+}
+
+void gw_succeeded(struct gw_upstream *up, unsigned i)
+{
+    struct gw_server *s = &up->servers[i];
+    if (atomic_load_explicit(&s->fails, memory_order_relaxed))
+        atomic_store_explicit(&s->fails, 0, memory_order_relaxed);
+}
+
+static struct gw_worker_slot *slot_of(struct gw_upstream *up, unsigned worker)
+{
+    if (worker >= GW_WORKERS_MAX)
+        return NULL;
+    if (!up->slots[worker])
+        up->slots[worker] =
+            calloc(1, sizeof(struct gw_worker_slot) + up->n * sizeof(struct gw_pool));
+    return up->slots[worker];
+}
+
+/* Among the servers of one kind (backup or not) that are up and not tried. */
+static int pick_among(struct gw_upstream *up, unsigned worker, uint64_t now_ms, uint64_t tried,
+                      uint64_t key, bool backup)
+{
+    unsigned total = 0, cand = 0;
+    for (unsigned i = 0; i < up->n; i++) {
+        const struct gw_server *s = &up->servers[i];
+        if (s->backup != backup || (tried >> i & 1) || !gw_server_up(up, i, now_ms))
+            continue;
+        total += s->weight;
+        cand++;
+    }
+    if (!cand)
+        return -1;
+    /* a single server left alone: never refused for its marks */
+    int best = -1;
+    switch (up->balance) {
+    case GW_HASH: {
+        /* rendezvous hashing, a server's weight as that many entries:
+         * each entry scores the key, the best wins; a server going down
+         * moves only its own keys */
+        uint64_t top = 0, kh = gw_hash(&key, sizeof(key));
+        for (unsigned i = 0; i < up->n; i++) {
+            const struct gw_server *s = &up->servers[i];
+            if (s->backup != backup || (tried >> i & 1) || !gw_server_up(up, i, now_ms))
+                continue;
+            uint64_t sh = gw_hash(s->text, strlen(s->text));
+            for (unsigned r = 0; r < s->weight; r++) {
+                uint64_t in[3] = {kh, sh, r};
+                uint64_t score = gw_hash(in, sizeof(in));
+                if (best < 0 || score > top)
+                    top = score, best = (int)i;
+            }
+        }
+        return best;
+    }
+    case GW_LEAST_CONN: {
+        /* fewest requests per weight; ties go round robin */
+        struct gw_worker_slot *sl = slot_of(up, worker);
+        unsigned start = sl ? (unsigned)(sl->rr++ % up->n) : 0;
+        double low = 0;
+        for (unsigned k = 0; k < up->n; k++) {
+            unsigned i = (start + k) % up->n;
+            const struct gw_server *s = &up->servers[i];
+            if (s->backup != backup || (tried >> i & 1) || !gw_server_up(up, i, now_ms))
+                continue;
+            double load =
+                (double)atomic_load_explicit(&s->active, memory_order_relaxed) / (double)s->weight;
+            if (best < 0 || load < low)
+                low = load, best = (int)i;
+        }
+        return best;
+    }
+    default: {
+        /* weighted round robin: the worker's position walks the weights */
+        struct gw_worker_slot *sl = slot_of(up, worker);
+        uint64_t pos = sl ? sl->rr++ : 0;
+        unsigned at = (unsigned)(pos % total);
+        for (unsigned i = 0; i < up->n; i++) {
+            const struct gw_server *s = &up->servers[i];
+            if (s->backup != backup || (tried >> i & 1) || !gw_server_up(up, i, now_ms))
+                continue;
+            if (at < s->weight)
+                return (int)i;
+            at -= s->weight;
+        }
+        return -1;
+    }
+    }
+}
+
+int gw_pick(struct gw_upstream *up, unsigned worker, uint64_t now_ms, uint64_t tried, uint64_t key)
+{
+    if (up->n == 1) /* one server: passive marks would only refuse it */
+        return (tried & 1) || atomic_load_explicit(&up->servers[0].check_down, memory_order_relaxed)
+                   ? -1
+                   : 0;
+    int i = pick_among(up, worker, now_ms, tried, key, false);
+    if (i < 0)
+        i = pick_among(up, worker, now_ms, tried, key, true);
+    return i;
+}
+
+/* --- pools ------------------------------------------------------------------------ */
+
+int gw_pool_take(struct gw_upstream *up, unsigned worker, unsigned i)
+{
+    struct gw_worker_slot *sl = worker < GW_WORKERS_MAX ? up->slots[worker] : NULL;
+    if (!sl || !sl->pools[i].n)
+        return -1;
+    return sl->pools[i].fds[--sl->pools[i].n]; /* the most recent: warmest */
+}
+
+void gw_pool_put(struct gw_upstream *up, unsigned worker, unsigned i, int fd)
+{
+    struct gw_worker_slot *sl = up->keepalive ? slot_of(up, worker) : NULL;
+    struct gw_pool *p = sl ? &sl->pools[i] : NULL;
+    if (p && !p->fds)
+        p->fds = malloc(up->keepalive * sizeof(int));
+    if (!p || !p->fds || p->n >= up->keepalive) {
+        close(fd);
+        return;
+    }
+    p->fds[p->n++] = fd;
+}
+
+/* --- the active check -------------------------------------------------------------- */
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* One GET of the check's path, blocking with poll() against a deadline:
+ * whether it answered 2xx or 3xx. */
+static bool check_one(const struct gw_upstream *up, const struct gw_server *s, int timeout_ms,
+                      char *why, size_t whylen)
+{
+    int fd = socket(s->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(why, whylen, "socket: %s", strerror(errno));
+        return false;
+    }
+    uint64_t deadline = mono_ms() + (uint64_t)timeout_ms;
+    bool ok = false;
+    char buf[4096];
+    int n = snprintf(buf, sizeof(buf),
+                     "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: colibri-health-check\r\n"
+                     "Connection: close\r\n\r\n",
+                     up->health_check, s->host);
+    size_t sent = 0, got = 0;
+    snprintf(why, whylen, "timed out");
+    if (connect(fd, (const struct sockaddr *)&s->addr, s->addr_len) < 0 && errno != EINPROGRESS) {
+        snprintf(why, whylen, "connect: %s", strerror(errno));
+        goto out;
+    }
+    for (;;) {
+        uint64_t now = mono_ms();
+        if (now >= deadline)
+            goto out;
+        struct pollfd p[2] = {{.fd = fd, .events = sent < (size_t)n ? POLLOUT : POLLIN},
+                              {.fd = up->stop_fd, .events = POLLIN}};
+        int pr = poll(p, 2, (int)(deadline - now));
+        if (pr < 0 && errno == EINTR) /* the sandbox closing on every thread */
+            continue;
+        if (pr <= 0 || p[1].revents)
+            goto out;
+        if (sent < (size_t)n) {
+            ssize_t w = send(fd, buf + sent, (size_t)n - sent, MSG_NOSIGNAL);
+            if (w < 0 && errno != EAGAIN && errno != EINTR) {
+                snprintf(why, whylen, "send: %s", strerror(errno));
+                goto out;
+            }
+            sent += w > 0 ? (size_t)w : 0;
+            continue;
+        }
+        char rb[512];
+        ssize_t r = recv(fd, rb, sizeof(rb) - 1, 0);
+        if (r <= 0) {
+            if (r < 0 && (errno == EAGAIN || errno == EINTR))
+                continue;
+            snprintf(why, whylen, "%s", r ? strerror(errno) : "closed without an answer");
+            goto out;
+        }
+        /* only the status line matters */
+        size_t take = MIN((size_t)r, sizeof(buf) - 1 - got);
+        memcpy(buf + got, rb, take);
+        got += take;
+        if (got >= 12) {
+            buf[got] = '\0';
+            int st = !memcmp(buf, "HTTP/1.", 7) && buf[8] == ' ' ? atoi(buf + 9) : 0;
+            ok = st >= 200 && st < 400;
+            snprintf(why, whylen, "answered %d", st);
+            goto out;
+        }
+    }
+out:
+    close(fd);
+    return ok;
+}
+
+static void *check_thread(void *arg)
+{
+    struct gw_upstream *up = arg;
+    for (;;) {
+        for (unsigned i = 0; i < up->n; i++) {
+            struct gw_server *s = &up->servers[i];
+            int t = (int)MIN(up->health_interval_ms, 5000);
+            char why[128];
+            bool ok = check_one(up, s, t, why, sizeof(why));
+            bool was_down = atomic_exchange(&s->check_down, !ok);
+            if (was_down != !ok)
+                LOG_LIMITED(ok ? LOG_INFO : LOG_WARN,
+                            "upstream %s: server %s is %s (health check %s: %s)", up->name, s->text,
+                            ok ? "up" : "down", up->health_check, why);
+            if (ok && was_down) /* back: forget the passive marks too */
+                atomic_store(&s->down_until_ms, 0);
+        }
+        struct pollfd p = {.fd = up->stop_fd, .events = POLLIN};
+        uint64_t until = mono_ms() + up->health_interval_ms;
+        for (uint64_t now = mono_ms(); now < until; now = mono_ms()) {
+            int n = poll(&p, 1, (int)(until - now));
+            if (n > 0 || (n < 0 && errno != EINTR))
+                return NULL;
+        }
+    }
+}
+
+int gw_upstream_start(struct gw_upstream *up, char *err, size_t errlen)
+{
+    if (!up->health_check || up->thread_started)
+        return 0;
+    up->stop_fd = eventfd(0, EFD_CLOEXEC);
+    up->thread = malloc(sizeof(pthread_t));
+    if (up->stop_fd < 0 || !up->thread ||
+        thread_start_helper((pthread_t *)up->thread, check_thread, up) != 0) {
+        snprintf(err, errlen, "upstream %s: cannot start its health check thread", up->name);
+        return -ENOMEM;
+    }
+    up->thread_started = true;
+    return 0;
+}
+
+void gw_upstream_free(void *arg)
+{
+    struct gw_upstream *up = arg;
+    if (!up)
+        return;
+    if (up->thread_started) {
+        uint64_t one = 1;
+        if (write(up->stop_fd, &one, sizeof(one)) < 0) {
+        }
+        pthread_join(*(pthread_t *)up->thread, NULL);
+    }
+    if (up->stop_fd >= 0)
+        close(up->stop_fd);
+    free(up->thread);
+    for (unsigned w = 0; w < GW_WORKERS_MAX; w++) {
+        struct gw_worker_slot *sl = up->slots[w];
+        if (!sl)
+            continue;
+        for (unsigned i = 0; i < up->n; i++) {
+            for (unsigned k = 0; k < sl->pools[i].n; k++)
+                close(sl->pools[i].fds[k]);
+            free(sl->pools[i].fds);
+        }
+        free(sl);
+    }
+    free(up->servers);
+    free(up->hash_header);
+    free(up->health_check);
+    free(up->name);
+    free(up);
+}
+
+/* --- the "upstream NAME { }" section (a top-level module) -------------------------- */
+
+static int from_config(struct colibri_server *srv, struct colibri_conf *sec, char *err,
+                       size_t errlen)
+{
+    struct gw_upstream *up;
+    int r = gw_upstream_from_config(sec, &up, err, errlen);
+    if (r)
+        return r;
+    char why[256];
+    for (unsigned i = 0; i < up->n; i++)
+        if (builtin_allow_connect(srv, (const struct sockaddr *)&up->servers[i].addr, why,
+                                  sizeof(why))) {
+            gw_upstream_free(up);
+            return colibri_conf_error(sec, err, errlen, "%s", why);
+        }
+    r = builtin_keep(srv, "upstream", up->name, up, gw_upstream_free);
+    if (r == -EEXIST) {
+        gw_upstream_free(up);
+        return colibri_conf_error(sec, err, errlen, "upstream '%s' is defined twice",
+                                  colibri_conf_value(sec));
+    }
+    if (r) {
+        gw_upstream_free(up);
+        return colibri_conf_error(sec, err, errlen, "out of memory");
+    }
+    return 0;
+}
+
+BUILTIN_MODULE(upstream) = {.name = "upstream", .from_config = from_config};

@@ -1,0 +1,100 @@
+/* upstream.h - a gateway's upstream group: its servers, how one is chosen
+ * (weighted round robin, least connections, consistent hashing), their
+ * health (passive marks from failures, an active check from one thread per
+ * group), and per-worker keep-alive pools of idle connections.
+ *
+ *     upstream app {
+ *         server 127.0.0.1:9000
+ *         server 127.0.0.1:9001 { weight = 2 }
+ *         server unix:/run/app.sock
+ *         server 127.0.0.1:9002 { backup = true }
+ *         balance = round_robin      # least_conn, hash (hash_key = header:X-User)
+ *         keepalive = 32
+ *         max_fails = 3
+ *         fail_timeout = 10s
+ *         health_check = /healthz
+ *         health_interval = 2s
+ *     }
+ *
+ * A group is built at config loading and read by every worker; what
+ * changes while it serves is atomic (health, failure counts, connection
+ * counts) or per worker (the pools and the round-robin position: only
+ * the worker that owns them touches them). It is freed with its config
+ * generation, which closes the pooled connections and stops the health
+ * thread. */
+#pragma once
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "colibri.h"
+
+#define GW_WORKERS_MAX 1024 /* workers beyond this use no pool */
+#define GW_SERVERS_MAX 64
+
+enum gw_balance { GW_ROUND_ROBIN, GW_LEAST_CONN, GW_HASH };
+
+struct gw_server {
+    struct sockaddr_storage addr;
+    socklen_t addr_len;
+    char text[112]; /* "127.0.0.1:9000", "[::1]:80", "unix:/path": logs */
+    char host[112]; /* the Host an upstream request names it by */
+    unsigned weight;
+    bool backup;
+    /* passive health: failures counted since fail_since; down until then */
+    _Atomic uint32_t fails;
+    _Atomic uint64_t fail_since_ms, down_until_ms;
+    atomic_bool check_down; /* the active check says down */
+    _Atomic int active;     /* requests on it now (least_conn) */
+};
+
+struct gw_worker_slot; /* a worker's pools and round-robin position */
+
+struct gw_upstream {
+    char *name;
+    struct gw_server *servers;
+    unsigned n;
+    enum gw_balance balance;
+    char *hash_header; /* hash_key = header:NAME; NULL: the client's address */
+    unsigned keepalive;
+    unsigned max_fails;
+    uint64_t fail_timeout_ms;
+    char *health_check; /* a path, or NULL */
+    uint64_t health_interval_ms;
+    struct gw_worker_slot *slots[GW_WORKERS_MAX];
+    /* the active check's thread */
+    bool thread_started;
+    int stop_fd;  /* eventfd: the thread's stop */
+    void *thread; /* pthread_t, allocated */
+};
+
+/* "upstream NAME { ... }": 0 or -EINVAL with err ("FILE:LINE: KEY: ..."). */
+int gw_upstream_from_config(struct colibri_conf *sec, struct gw_upstream **out, char *err,
+                            size_t errlen);
+/* A group of one server from a "to" value (http://HOST:PORT, unix:/path,
+ * HOST:PORT): 0 or -EINVAL with err naming the key. */
+int gw_upstream_single(struct colibri_conf *to, const char *addr, struct gw_upstream **out,
+                       char *err, size_t errlen);
+/* Starts the active health check's thread (if the group has one). */
+int gw_upstream_start(struct gw_upstream *up, char *err, size_t errlen);
+void gw_upstream_free(void *up);
+
+/* The server for a request, or -1 when none is up: neither one in tried
+ * (a bit per server index), nor down. key: the hash's input (hash only). */
+int gw_pick(struct gw_upstream *up, unsigned worker, uint64_t now_ms, uint64_t tried, uint64_t key);
+/* A failure (connect error or timeout, read timeout, invalid answer) or a
+ * success of server i. */
+void gw_failed(struct gw_upstream *up, unsigned i, uint64_t now_ms);
+void gw_succeeded(struct gw_upstream *up, unsigned i);
+/* Whether server i is up now. */
+bool gw_server_up(const struct gw_upstream *up, unsigned i, uint64_t now_ms);
+
+/* An idle pooled connection to server i for worker, or -1. */
+int gw_pool_take(struct gw_upstream *up, unsigned worker, unsigned i);
+/* Gives a connection back (closed when the pool is full or off). */
+void gw_pool_put(struct gw_upstream *up, unsigned worker, unsigned i, int fd);
+
+/* A 64-bit hash of bytes (FNV-1a with a final mix). */
+uint64_t gw_hash(const void *p, size_t len);

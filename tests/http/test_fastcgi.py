@@ -1,0 +1,287 @@
+"""FastCGI (README, "PHP (FastCGI)") against a real PHP-FPM (Debian's
+php8.2-fpm), started by the tests with a config of their own on a unix
+socket in a temporary folder, running small scripts: $_SERVER, php://input,
+status and headers, output streamed with flush(), a front controller
+(router) with static files beside it, a slow script, stderr."""
+
+import hashlib
+import http.client
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from rawhttp import RawConn
+from test_config_errors import check, listener, run_config
+
+FPM = shutil.which("php-fpm8.2") or "/usr/sbin/php-fpm8.2"
+pytestmark = pytest.mark.skipif(not os.path.exists(FPM), reason="php8.2-fpm is not installed")
+
+SCRIPTS = {
+    "server.php": "<?php header('Content-Type: application/json'); echo json_encode($_SERVER);",
+    "input.php": "<?php $b = file_get_contents('php://input'); echo strlen($b), ' ', md5($b), ' ', $_POST['a'] ?? '-';",
+    "status.php": "<?php http_response_code(418); header('X-Custom: yes'); header('Set-Cookie: a=1', false); header('Set-Cookie: b=2', false); echo 'teapot';",
+    "notfound.php": "<?php header('Status: 404 Not Found'); echo 'gone';",
+    "redirect.php": "<?php header('Location: /elsewhere');",
+    "stream.php": "<?php for ($i = 0; $i < 3; $i++) { echo \"part$i\\n\"; flush(); usleep(400000); }",
+    "slow.php": "<?php sleep(3); echo 'late';",
+    "err.php": "<?php error_log('oops from php'); echo 'ok';",
+    "big.php": "<?php echo str_repeat('x', 3000000);",
+    "index.php": "<?php echo 'router: ', $_SERVER['REQUEST_URI'], ' script: ', $_SERVER['SCRIPT_NAME'];",
+    "sub/index.php": "<?php echo 'sub index';",
+    "style.css": "body { color: red }\n",
+    "notes.txt": "plain text\n",
+}
+
+
+@pytest.fixture
+def fpm(tmp_path):
+    """A PHP-FPM of the test's own: its socket, its www folder."""
+    www = tmp_path / "www"
+    for name, text in SCRIPTS.items():
+        p = www / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    (tmp_path / "outside.php").write_text("<?php echo 'OUTSIDE';")
+    os.symlink(tmp_path / "outside.php", www / "link.php")
+    sock = tmp_path / "fpm.sock"
+    conf = tmp_path / "fpm.conf"
+    user = "user = root\ngroup = root\n" if os.geteuid() == 0 else ""
+    conf.write_text(
+        "[global]\npid = %s\nerror_log = %s\ndaemonize = no\n"
+        "[www]\n%slisten = %s\npm = static\npm.max_children = 3\ncatch_workers_output = yes\n"
+        % (tmp_path / "fpm.pid", tmp_path / "fpm.log", user, sock)
+    )
+    args = [FPM, "-n", "-y", str(conf)] + (["-R"] if os.geteuid() == 0 else [])
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while not sock.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sock.exists(), (tmp_path / "fpm.log").read_text() if (tmp_path / "fpm.log").exists() else ""
+
+    class F:
+        pass
+
+    f = F()
+    f.sock, f.www, f.proc = sock, www, proc
+    yield f
+    proc.terminate()
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def site(fpm, prefix="/", **keys):
+    body = "site {\n    fastcgi %s {\n        to = unix:%s\n        root = %s\n" % (prefix, fpm.sock, fpm.www)
+    for k, v in keys.items():
+        body += "        %s = %s\n" % (k, v)
+    return body + "    }\n}\n"
+
+
+def get(srv, path, method="GET", body=None, headers=None, timeout=10):
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=timeout)
+    c.request(method, path, body=body, headers=headers or {})
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r, data
+
+
+def test_cgi_params(make_server, fpm):
+    srv = make_server(
+        site=site(fpm, front_controller="/index.php", param="SERVER_SOFTWARE colibri-test\n        param APP_ENV testing")
+    )
+    r, body = get(srv, "/server.php/extra/info?a=1&b=2", headers={"X-Thing": "v", "Proxy": "http://evil"})
+    assert r.status == 200 and r.getheader("Content-Type") == "application/json"
+    s = json.loads(body)
+    www = str(fpm.www.resolve())
+    assert s["SCRIPT_FILENAME"] == www + "/server.php"
+    assert s["SCRIPT_NAME"] == "/server.php"
+    assert s["PATH_INFO"] == "/extra/info"
+    assert s["PATH_TRANSLATED"] == www + "/extra/info"
+    assert s["REQUEST_URI"] == "/server.php/extra/info?a=1&b=2"
+    assert s["DOCUMENT_URI"] == "/server.php/extra/info"
+    assert s["DOCUMENT_ROOT"] == www
+    assert s["QUERY_STRING"] == "a=1&b=2"
+    assert s["REQUEST_METHOD"] == "GET"
+    assert s["SERVER_PROTOCOL"] == "HTTP/1.1"
+    assert s["GATEWAY_INTERFACE"] == "CGI/1.1"
+    assert s["SERVER_SOFTWARE"] == "colibri-test"  # the param line overrides
+    assert s["APP_ENV"] == "testing"
+    assert s["REMOTE_ADDR"] == "127.0.0.1" and int(s["REMOTE_PORT"]) > 0
+    assert s["SERVER_ADDR"] == "127.0.0.1" and s["SERVER_PORT"] == str(srv.port)
+    assert s["SERVER_NAME"] == "127.0.0.1"
+    assert s["HTTP_X_THING"] == "v"
+    assert "HTTP_PROXY" not in s  # httpoxy
+    assert "HTTPS" not in s
+    assert s["_GET"] if "_GET" in s else True
+
+
+def test_params_beyond_one_record(make_server, fpm):
+    srv = make_server(site=site(fpm), max_request_head="256k")
+    # 150 KB of params, no pair above a record's 64 KiB (PHP-FPM reads
+    # each record's pairs on their own)
+    hs = {"X-Big-%d" % i: chr(97 + i) * 50000 for i in range(3)}
+    r, body = get(srv, "/server.php", headers=hs)
+    assert r.status == 200
+    s = json.loads(body)
+    for i in range(3):
+        assert s["HTTP_X_BIG_%d" % i] == hs["X-Big-%d" % i]
+
+
+def test_request_body(make_server, fpm):
+    srv = make_server(site=site(fpm), max_request_body="10M")
+    data = os.urandom(3 << 20)
+    r, body = get(srv, "/input.php", method="POST", body=data, headers={"Content-Type": "application/octet-stream"})
+    n, md5, _ = body.decode().split()
+    assert int(n) == len(data) and md5 == hashlib.md5(data).hexdigest()
+    r, body = get(srv, "/input.php", method="POST", body=b"a=hello&b=2",
+                  headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert body.decode().split()[2] == "hello"
+    # a chunked body: PHP needs a length
+    with RawConn("127.0.0.1", srv.port) as c:
+        c.send(b"POST /input.php HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
+        assert c.read_response().status == 411
+
+
+def test_status_and_headers(make_server, fpm):
+    srv = make_server(site=site(fpm))
+    with RawConn("127.0.0.1", srv.port) as c:
+        c.send(b"GET /status.php HTTP/1.1\r\nHost: x\r\n\r\n")
+        r = c.read_response()
+        assert r.status == 418 and r.body == b"teapot"
+        assert r.header("X-Custom") == "yes"
+        assert r.header_all("Set-Cookie") == ["a=1", "b=2"]
+        assert r.header("Server") == "colibri"
+        c.send(b"GET /notfound.php HTTP/1.1\r\nHost: x\r\n\r\n")
+        r = c.read_response()
+        assert r.status == 404 and r.body == b"gone"
+        c.send(b"GET /redirect.php HTTP/1.1\r\nHost: x\r\n\r\n")
+        r = c.read_response()
+        assert r.status == 302 and r.header("Location") == "/elsewhere"
+        c.send(b"HEAD /status.php HTTP/1.1\r\nHost: x\r\n\r\n")
+        r = c.read_response(head_request=True)
+        assert r.status == 418 and r.body == b""
+        c.send(b"GET /big.php HTTP/1.1\r\nHost: x\r\n\r\n")
+        r = c.read_response()
+        assert r.body == b"x" * 3000000
+
+
+def test_streamed_output(make_server, fpm):
+    srv = make_server(site=site(fpm))
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    t0 = time.monotonic()
+    s.sendall(b"GET /stream.php HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    first = s.recv(65536)
+    while b"part0" not in first:
+        first += s.recv(65536)
+    t_first = time.monotonic() - t0
+    rest = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        rest += b
+    t_all = time.monotonic() - t0
+    s.close()
+    # the first part came as PHP flushed it, long before the end
+    assert t_first < 0.35 and t_all > 1.0, (t_first, t_all)
+    assert b"part2" in rest
+
+
+def test_front_controller_and_static_files(make_server, fpm):
+    srv = make_server(site=site(fpm, front_controller="/index.php"))
+    r, body = get(srv, "/blog/2024/hello?x=1")
+    assert body == b"router: /blog/2024/hello?x=1 script: /index.php"
+    r, body = get(srv, "/missing.php")  # a script that is not there: the router too
+    assert body.startswith(b"router: /missing.php")
+    r, body = get(srv, "/style.css")
+    assert r.status == 200 and body == b"body { color: red }\n" and r.getheader("Content-Type").startswith("text/css")
+    assert r.getheader("ETag")  # as serve_files answers it
+    r, body = get(srv, "/sub/")
+    assert body == b"sub index"
+    r, body = get(srv, "/sub")
+    assert r.status == 301 and r.getheader("Location") == "/sub/"
+    r, body = get(srv, "/")
+    assert body.startswith(b"router: / script: /index.php")
+
+
+def test_prefix_and_no_front_controller(make_server, fpm):
+    srv = make_server(site=site(fpm, prefix="/app", static="false"))
+    r, body = get(srv, "/app/server.php")
+    s = json.loads(body)
+    assert s["SCRIPT_NAME"] == "/app/server.php" and s["SCRIPT_FILENAME"].endswith("/www/server.php")
+    assert get(srv, "/app/nothing.php")[0].status == 404
+    assert get(srv, "/app/nothing")[0].status == 404
+    assert get(srv, "/app/style.css")[0].status == 404  # static = false
+
+
+def test_never_outside_root(make_server, fpm):
+    srv = make_server(site=site(fpm))
+    r, body = get(srv, "/link.php")  # a link out of the root
+    assert r.status == 404 and b"OUTSIDE" not in body
+    with RawConn("127.0.0.1", srv.port) as c:
+        c.send(b"GET /../outside.php HTTP/1.1\r\nHost: x\r\n\r\n")
+        r = c.read_response()
+        assert b"OUTSIDE" not in r.body
+
+
+def test_fpm_down_and_slow(make_server, fpm, tmp_path):
+    srv = make_server(site=site(fpm, read_timeout="500ms"))
+    t = time.monotonic()
+    r, body = get(srv, "/slow.php")
+    assert r.status == 504 and time.monotonic() - t < 2.5
+    assert "fastcgi: upstream unix:%s: timed out" % fpm.sock in srv.stderr()
+    fpm.proc.terminate()
+    fpm.proc.wait(5)
+    r, body = get(srv, "/server.php")
+    assert r.status == 502
+    assert "fastcgi: upstream unix:%s: connect" % fpm.sock in srv.stderr()
+
+
+def test_stderr_goes_to_the_error_log(make_server, fpm):
+    srv = make_server(site=site(fpm))
+    r, body = get(srv, "/err.php")
+    assert body == b"ok"
+    assert "stderr: PHP message: oops from php" in srv.stderr()
+
+
+def test_keep_conn_reuses_connections(make_server, fpm):
+    srv = make_server(site=site(fpm), threads="1")
+    pids = set()
+    for i in range(12):
+        r, body = get(srv, "/server.php")
+        assert r.status == 200
+    # one connection for all: PHP-FPM's children each accepted at most one
+    out = subprocess.run(["ss", "-xp"], capture_output=True, text=True).stdout
+    conns = [l for l in out.splitlines() if str(fpm.sock) in l]
+    assert len(conns) == 1, conns
+
+
+@pytest.mark.parametrize(
+    "keys, key, words",
+    [
+        ("root = /", "fastcgi", ["to ="]),
+        ("to = unix:/x", "fastcgi", ["root"]),
+        ("to = unix:/x\n        root = /nonexistent-dir", "root", ["not a folder"]),
+        ("to = unix:/x\n        root = /tmp\n        index = a/b", "index", []),
+        ("to = unix:/x\n        root = /tmp\n        front_controller = index.php", "front_controller", []),
+        ("to = unix:/x\n        root = /tmp\n        static = maybe", "static", []),
+        ("to = unix:/x\n        root = /tmp\n        param 1BAD x", "param", []),
+        ("to = unix:/x\n        root = /tmp\n        read_timeout = 0s", "read_timeout", []),
+        ("to = nowhere\n        root = /tmp", "to", []),
+        ("to = unix:/x\n        root = /tmp\n        bogus = 1", "bogus", []),
+    ],
+)
+def test_config_errors(tmp_path, keys, key, words):
+    text = listener() + "site {\n    fastcgi /php {\n        %s\n    }\n}\n" % keys
+    conf, p = run_config(tmp_path, text)
+    lines = [l.strip() for l in keys.split("\n")]
+    line = 3 if key == "fastcgi" else 4 + next(i for i, l in enumerate(lines) if l.startswith(key))
+    check(p, conf, line, key, words)
