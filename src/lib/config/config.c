@@ -538,7 +538,7 @@ static int one_line_section(struct parser *ps, const char *key, size_t keylen, c
         if ((r = value_words(ps, k, kl, line, q, ie, &sub_section, NULL, NULL)) < 0)
             return r;
         if (sub_section)
-            return parse_error(ps, k, kl, "no section inside a one-line section");
+            return parse_error(ps, k, kl, "'{' must end the line");
         if ((r = add_node(ps, k, kl, false)) < 0)
             return r;
     }
