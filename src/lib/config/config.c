@@ -467,7 +467,8 @@ static int value_words(struct parser *ps, const char *key, size_t keylen, const 
             *is_section = true;
             break;
         }
-        if (*p == '{' && body && (p + 1 == e || is_ws(p[1])) && one_line_body(p, e, body, body_end)) {
+        if (*p == '{' && body && (p + 1 == e || is_ws(p[1])) &&
+            one_line_body(p, e, body, body_end)) {
             *is_section = true;
             break;
         }
