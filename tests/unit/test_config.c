@@ -1111,6 +1111,22 @@ TEST(one_line_sections)
     CHECK_EQ_STR(s->children->next->name, "backup");
     CHECK_EQ_STR(config_take(up, "keepalive")->value, "4");
     config_free(cfg);
+    /* a quoted ';' or '#' inside is the value's, not a separator or a
+     * comment */
+    cfg = parse("headers / { set X-A = \"a; b # c\"; set X-B = 2 }  # note\n");
+    CHECK(cfg != NULL);
+    if (!cfg) {
+        fprintf(stderr, "  %s\n", err);
+        return;
+    }
+    struct config_node *h = config_take(cfg->root, "headers");
+    CHECK(h && h->is_section && count(h) == 2);
+    if (h && count(h) == 2) {
+        CHECK_EQ_STR(h->children->name, "set");
+        CHECK_EQ_STR(h->children->value, "X-A = a; b # c");
+        CHECK_EQ_STR(h->children->next->value, "X-B = 2");
+    }
+    config_free(cfg);
 }
 
 int main(void)

@@ -437,11 +437,18 @@ static int plain_word(struct parser *ps, const char *key, size_t keylen, const c
 static bool one_line_body(const char *p, const char *e, const char **body, const char **body_end)
 {
     const char *end = e;
-    for (const char *q = p + 1; q < e; q++)
-        if (*q == '#' && is_ws(q[-1])) {
+    for (const char *q = p + 1; q < e; q++) {
+        if (*q == '"') { /* a quoted '#' is no comment */
+            for (q++; q < e && *q != '"'; q++)
+                if (*q == '\\' && q + 1 < e)
+                    q++;
+            if (q == e)
+                break;
+        } else if (*q == '#' && is_ws(q[-1])) {
             end = q;
             break;
         }
+    }
     while (end > p + 1 && is_ws(end[-1]))
         end--;
     if (end - p < 3 || end[-1] != '}' || !is_ws(end[-2]))
@@ -519,7 +526,16 @@ static int one_line_section(struct parser *ps, const char *key, size_t keylen, c
     if (r < 0)
         return r;
     for (const char *p = body; p < body_end;) {
-        const char *semi = memchr(p, ';', (size_t)(body_end - p));
+        const char *semi = NULL; /* the next ';' outside quotes */
+        for (const char *q = p; q < body_end && !semi; q++) {
+            if (*q == '"') {
+                for (q++; q < body_end && *q != '"'; q++)
+                    if (*q == '\\' && q + 1 < body_end)
+                        q++;
+            } else if (*q == ';') {
+                semi = q;
+            }
+        }
         const char *ie = semi ? semi : body_end;
         const char *k = skip_ws(p, ie);
         p = semi ? semi + 1 : body_end;
