@@ -65,7 +65,7 @@ WORKLOADS=${WORKLOADS:-hello pipe16 4k 1m close}
 bench_need wrk taskset python3
 [ -x /usr/bin/time ] || bench_die "/usr/bin/time not found (make bench installs it: scripts/deps.sh bench)"
 bench_setup
-if [ "$BENCH_TLS" = 1 ] && [[ " $WORKLOADS " =~ \ (full|resume)\  ]]; then
+if [ "${BENCH_TLS:-0}" = 1 ] && [[ " $WORKLOADS " =~ \ (full|resume)\  ]]; then
     TLS_CONNS=$BENCH_TMP/tls_conns
     cc -O2 -o "$TLS_CONNS" "$BENCH_DIR/tls_conns.c" -lssl -lcrypto -lpthread ||
         bench_die "cannot build bench/tls_conns.c (libssl-dev)"
