@@ -783,3 +783,40 @@ def test_connection_close_ends_with_close_notify(make_server, certs):
         out = s_client(port, version, "-msg")
         assert b"Hello, World!" in out
         assert b"Alert" in out and b"close_notify" in out, out[-600:]
+
+
+def test_metrics_count_tls_handshakes(make_server, certs, tmp_path):
+    """colibri_tls_handshakes_total: full, resumed (a ticket) and failed
+    handshakes, as the metrics section shows them (promtool accepts it)."""
+    import re as _re
+    import shutil as _shutil
+    port = free_port()
+    site = tls_site(port).replace("    handler /echo echo\n", "    handler /echo echo\n    metrics /metrics {\n    }\n", 1)
+    s = make_server(site=site)
+
+    def counts():
+        with s.conn() as c:
+            c.send(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            text = c.read_response().body.decode()
+        got = dict(_re.findall(r'^colibri_tls_handshakes_total\{result="(\w+)"\} (\d+)$', text, _re.M))
+        return {k: int(v) for k, v in got.items()}, text
+
+    before, _ = counts()
+    assert before == {"full": 0, "resumed": 0, "failed": 0}, before
+    sess = str(tmp_path / "sess.pem")
+    assert b"Hello, World!" in s_client(port, "-tls1_3", "-sess_out", sess)
+    assert b"Reused, TLSv1.3" in s_client(port, "-tls1_3", "-sess_in", sess)
+    assert b"Hello, World!" in s_client(port, "-tls1_2")
+    # a handshake that fails: TLS 1.0 only, which the server refuses
+    subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % port, "-tls1", "-cipher", "DEFAULT@SECLEVEL=0"],
+                   input=b"", capture_output=True, timeout=30)
+    deadline = time.monotonic() + 5 * TIME_SCALE
+    while True:
+        got, text = counts()
+        if got == {"full": 2, "resumed": 1, "failed": 1} or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert got == {"full": 2, "resumed": 1, "failed": 1}, got
+    if _shutil.which("promtool"):
+        p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, p.stdout + p.stderr

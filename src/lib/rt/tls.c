@@ -2,6 +2,7 @@
 #include "rt/tls.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -404,6 +405,23 @@ static int first_byte(struct conn_ctx *ctx)
     }
 }
 
+/* Handshake counts (tls_handshake_counts): one relaxed atomic add per
+ * handshake, which costs a thousand times that in arithmetic. */
+static _Atomic uint64_t hs_full, hs_resumed, hs_failed;
+
+void tls_handshake_counts(uint64_t *full, uint64_t *resumed, uint64_t *failed)
+{
+    *full = atomic_load_explicit(&hs_full, memory_order_relaxed);
+    *resumed = atomic_load_explicit(&hs_resumed, memory_order_relaxed);
+    *failed = atomic_load_explicit(&hs_failed, memory_order_relaxed);
+}
+
+static int handshake_failed(void)
+{
+    atomic_fetch_add_explicit(&hs_failed, 1, memory_order_relaxed);
+    return -1;
+}
+
 int tls_accept(struct conn_ctx *ctx, struct tls_server *ts)
 {
     int b = first_byte(ctx);
@@ -414,10 +432,10 @@ int tls_accept(struct conn_ctx *ctx, struct tls_server *ts)
     SSL_CTX *c = start_ctx(ts);
     SSL *ssl = c ? SSL_new(c) : NULL;
     if (!ssl)
-        return -1;
+        return handshake_failed();
     if (!SSL_set_fd(ssl, ctx->fd)) {
         SSL_free(ssl);
-        return -1;
+        return handshake_failed();
     }
     /* the connection owns it from here: conn_close() frees it */
     conn_worker_of(ctx)->conns[ctx->fd].tls = ssl;
@@ -428,7 +446,7 @@ int tls_accept(struct conn_ctx *ctx, struct tls_server *ts)
         BIO *copy = BIO_new(BIO_s_mem());
         if (!copy || BIO_write(copy, ctx->in + ctx->in_pos, (int)early) != (int)early) {
             BIO_free(copy);
-            return -1;
+            return handshake_failed();
         }
         BIO_set_mem_eof_return(copy, -1);
         SSL_set0_rbio(ssl, copy);
@@ -441,11 +459,11 @@ int tls_accept(struct conn_ctx *ctx, struct tls_server *ts)
         if (r == 1)
             break;
         if (ssl_fail(ctx, ssl, r) >= 0)
-            return -1;
+            return handshake_failed();
         if (errno == EINTR)
             continue;
         if (errno != EAGAIN)
-            return -1;
+            return handshake_failed();
         if (early && ctx->tls_want == CONN_WAIT_READ) {
             /* the early bytes are used up: on to the socket */
             early = 0;
@@ -462,6 +480,8 @@ int tls_accept(struct conn_ctx *ctx, struct tls_server *ts)
      * PROXY header) in a memory BIO, a read-ahead handshake stalled when
      * the ClientHello came in parts (seen under valgrind). */
     SSL_set_read_ahead(ssl, 1);
+    atomic_fetch_add_explicit(SSL_session_reused(ssl) ? &hs_resumed : &hs_full, 1,
+                              memory_order_relaxed);
     ctx->tls = ssl;
     conn_progress(ctx); /* the first request gets its own timeout */
     return 0;
@@ -703,6 +723,11 @@ void tls_close_notify(struct conn_ctx *ctx)
 void tls_free(void *tls)
 {
     (void)tls;
+}
+
+void tls_handshake_counts(uint64_t *full, uint64_t *resumed, uint64_t *failed)
+{
+    *full = *resumed = *failed = 0;
 }
 
 #endif
