@@ -64,9 +64,10 @@ static_assert(sizeof(struct conn) == 32, "two connection entries per cache line"
 enum conn_wait {
     CONN_WAIT_READ = 1,
     CONN_WAIT_WRITE = 2,
-    CONN_WAIT_TIMER = 3, /* conn_sleep(): only the timer */
-    CONN_WAIT_FD = 4,    /* conn_wait_fd(): a foreign fd, and maybe the timer */
-    CONN_PARK = 5,       /* conn_park(): idle between requests, keeping the context */
+    CONN_WAIT_TIMER = 3,  /* conn_sleep(): only the timer */
+    CONN_WAIT_FD = 4,     /* conn_wait_fd(): a foreign fd, and maybe the timer */
+    CONN_PARK = 5,        /* conn_park(): idle between requests, keeping the context */
+    CONN_WAIT_PARENT = 6, /* conn_sub_wait(): a sub-context waits for its connection's protocol */
 };
 
 /* What the protocol's run() tells the runtime when it returns. */
@@ -128,6 +129,20 @@ struct conn_proto {
     void (*tick)(void *worker_state);
 };
 
+struct conn_ctx;
+/* The I/O of a sub-context (conn_sub_new): its I/O wrappers never touch
+ * the socket but call these, which the protocol that multiplexes the
+ * connection implements (waiting with conn_sub_wait() as they must). */
+struct conn_sub_ops {
+    /* Appends what the protocol received for sub to sub->in: the count,
+     * or 0 at the end of its input. A failure aborts sub's coroutine. */
+    ssize_t (*read)(struct conn_ctx *sub);
+    /* Takes all of iov (copied, or sent before it returns). */
+    void (*writev)(struct conn_ctx *sub, const struct iovec *iov, int iovcnt);
+    /* Takes len bytes of file_fd from offset before it returns. */
+    void (*sendfile)(struct conn_ctx *sub, int file_fd, off_t offset, size_t len);
+};
+
 /* A connection's peer as accept() gave it (protocol-neutral: an address
  * and a port, network byte order). family 0: unknown. */
 struct conn_peer {
@@ -182,6 +197,18 @@ struct conn_ctx {
     /* the bytes of the write under way that had not gone out when it
      * last waited or failed (0 once it completed): for abandon() */
     size_t unsent;
+    /* several coroutines for one connection (conn_sub_new): a sub-context's
+     * connection context and the protocol's I/O for it (NULL for a
+     * connection's own); a connection's sub-contexts, and whether one of
+     * them was resumed by the worker (a timer, an fd, conn_wake) since the
+     * protocol last looked (conn_read_or_sub) */
+    struct conn_ctx *parent;
+    const struct conn_sub_ops *sub_ops;
+    void (*sub_fn)(struct conn_ctx *sub, void *arg);
+    void *sub_arg;
+    struct conn_ctx *subs, *sub_prev, *sub_next;
+    bool sub_kick;
+    bool kick_read;                    /* in conn_read_or_sub(), waiting: a sub's kick resumes it */
     alignas(16) unsigned char state[]; /* the protocol's, state_size bytes */
 };
 
@@ -307,6 +334,41 @@ int conn_wait_fd(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms);
  * loop, so the caller may wake many connections in one pass. Nothing when
  * ctx is not waiting, or was woken already. */
 void conn_wake(struct conn_ctx *ctx, int result);
+
+/* --- several coroutines for one connection ------------------------------ */
+
+/* A protocol that multiplexes requests on one connection (HTTP/2) runs
+ * each in a sub-context: a context from the same pool, with its own
+ * coroutine, buffers, protocol state slot (conn_state()), timer and
+ * waits, for the same fd. fn(sub, arg) runs when the protocol first
+ * resumes it. Its I/O wrappers (conn_read, conn_write*, conn_flush*,
+ * conn_sendfile) call ops instead of touching the socket; conn_sleep,
+ * conn_wait_fd (not CONN_FD_SELF) and conn_wake work as for a
+ * connection: when the worker resumes a sub-context (its timer or fd),
+ * the connection's coroutine is told (conn_read_or_sub returns -EINTR).
+ * From the connection's coroutine; NULL when out of memory. */
+struct conn_ctx *conn_sub_new(struct conn_ctx *parent, const struct conn_sub_ops *ops,
+                              void (*fn)(struct conn_ctx *sub, void *arg), void *arg);
+/* From the connection's coroutine: runs sub until it yields or ends.
+ * Returns what it waits for (CONN_WAIT_PARENT: the protocol resumes it;
+ * CONN_WAIT_TIMER or CONN_WAIT_FD: the worker does, and this returns that
+ * without running it), CORO_FINISHED or CORO_ABORTED. */
+int conn_sub_resume(struct conn_ctx *sub);
+/* From inside sub: waits until the protocol resumes it (conn_sub_resume). */
+void conn_sub_wait(struct conn_ctx *sub);
+/* Whether sub's fn returned or its coroutine aborted. */
+static inline bool conn_sub_done(const struct conn_ctx *sub)
+{
+    return sub->coro->done;
+}
+/* Not from inside sub: ends it (the protocol's abandon() hook is told
+ * with why, its wait ends, its defers run) and gives its context back.
+ * A connection that closes ends its sub-contexts so. */
+void conn_sub_end(struct conn_ctx *sub, enum conn_cut why);
+/* conn_read(ctx, false) for a connection with sub-contexts: -EINTR
+ * (without reading) when one of them was resumed by the worker since the
+ * last call, also while this one waits for input. */
+ssize_t conn_read_or_sub(struct conn_ctx *ctx);
 
 /* Per-connection buffers above this size are not kept in the pool, nor
  * across a conn_park(). */

@@ -522,7 +522,7 @@ void tls_idle(struct conn_ctx *ctx)
 
 bool tls_pending(const struct conn_ctx *ctx)
 {
-    return ctx->tls && SSL_pending(ctx->tls) > 0;
+    return ctx->tls && !ctx->sub_ops && SSL_pending(ctx->tls) > 0;
 }
 
 void tls_try_write(struct conn_ctx *ctx, const void *p, size_t len)
@@ -691,11 +691,15 @@ bool tls_ktls_probe(const char *ulp_list)
 
 bool conn_is_secure(const struct conn_ctx *ctx)
 {
+    if (ctx->parent) /* a sub-context: its connection's */
+        ctx = ctx->parent;
     return ctx->tls != NULL;
 }
 
 const char *conn_tls_version(const struct conn_ctx *ctx)
 {
+    if (ctx->parent)
+        ctx = ctx->parent;
 #ifdef COLIBRI_WITH_OPENSSL
     return ctx->tls ? SSL_get_version(ctx->tls) : NULL;
 #else
@@ -706,6 +710,8 @@ const char *conn_tls_version(const struct conn_ctx *ctx)
 
 const char *conn_tls_server_name(const struct conn_ctx *ctx)
 {
+    if (ctx->parent)
+        ctx = ctx->parent;
 #ifdef COLIBRI_WITH_OPENSSL
     return ctx->tls ? SSL_get_servername(ctx->tls, TLSEXT_NAMETYPE_host_name) : NULL;
 #else

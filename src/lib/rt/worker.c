@@ -150,6 +150,11 @@ static struct conn_ctx *ctx_get(struct worker *w)
 
 static void ctx_put(struct worker *w, struct conn_ctx *ctx)
 {
+    while (unlikely(ctx->subs != NULL)) /* a protocol that left some behind */
+        conn_sub_end(ctx->subs, CONN_CUT_PEER);
+    ctx->parent = NULL;
+    ctx->sub_ops = NULL;
+    ctx->sub_kick = ctx->kick_read = false;
     if (unlikely(ctx->held)) /* its run ended: a grace period may end with it */
         quiesce_release(w, ctx);
     if (ctx->park_listed)
@@ -167,6 +172,65 @@ static void ctx_put(struct worker *w, struct conn_ctx *ctx)
     ctx->next_free = w->free_ctx;
     w->free_ctx = ctx;
     w->n_free_ctx++;
+}
+
+/* --- sub-contexts (rt/conn.h) -------------------------------------------- */
+
+static char sub_transport; /* a sub-context's ctx->tls: its I/O takes the slow paths */
+
+static void sub_main(struct coro *coro, void *arg)
+{
+    struct conn_ctx *sub = arg;
+    (void)coro;
+    sub->sub_fn(sub, sub->sub_arg);
+}
+
+struct conn_ctx *conn_sub_new(struct conn_ctx *parent, const struct conn_sub_ops *ops,
+                              void (*fn)(struct conn_ctx *sub, void *arg), void *arg)
+{
+    struct worker *w = parent->worker;
+    struct conn_ctx *ctx = ctx_get(w);
+    if (!ctx)
+        return NULL;
+    ctx->fd = parent->fd;
+    ctx->tls = &sub_transport;
+    ctx->parent = parent;
+    ctx->sub_ops = ops;
+    ctx->sub_fn = fn;
+    ctx->sub_arg = arg;
+    ctx->in_pos = ctx->in_len = 0;
+    ctx->last_read_full = false;
+    ctx->new_deadline = false;
+    ctx->waiting = 0;
+    ctx->unsent = 0;
+    ctx->verdict = CONN_KEEP;
+    ctx->fresh = false;
+    coro_reset(ctx->coro, sub_main, ctx);
+    ctx->sub_prev = NULL;
+    ctx->sub_next = parent->subs;
+    if (parent->subs)
+        parent->subs->sub_prev = ctx;
+    parent->subs = ctx;
+    return ctx;
+}
+
+void conn_sub_end(struct conn_ctx *sub, enum conn_cut why)
+{
+    struct worker *w = sub->worker;
+    struct conn_ctx *p = sub->parent;
+    if (sub->sub_prev)
+        sub->sub_prev->sub_next = sub->sub_next;
+    else
+        p->subs = sub->sub_next;
+    if (sub->sub_next)
+        sub->sub_next->sub_prev = sub->sub_prev;
+    sub->sub_prev = sub->sub_next = NULL;
+    if (w->cfg->proto->abandon)
+        w->cfg->proto->abandon(sub, why);
+    wait_cleanup(w, sub);
+    /* runs the defers of a coroutine suspended mid-request */
+    coro_reset(sub->coro, conn_coro_main, sub);
+    ctx_put(w, sub);
 }
 
 /* --- connections ---------------------------------------------------------- */
@@ -197,6 +261,8 @@ static void conn_cut(struct worker *w, int fd, enum conn_cut why)
     tq_remove(&w->req_q, (uint32_t)fd);
     if (c->ctx) {
         struct conn_ctx *ctx = c->ctx;
+        while (ctx->subs) /* its requests first: their log lines, their defers */
+            conn_sub_end(ctx->subs, why);
         c->ctx = NULL;
         if (w->cfg->proto->abandon)
             w->cfg->proto->abandon(ctx, why);
@@ -434,13 +500,28 @@ static inline struct conn_ctx *timer_ctx(struct timer *t)
     return (struct conn_ctx *)((char *)t - offsetof(struct conn_ctx, timer));
 }
 
-/* Ends the wait of the connection at fd with result and resumes it. */
-static void wait_end(struct worker *w, int fd, int result)
+/* A sub-context the worker resumed yielded or ended: its connection's
+ * coroutine is told, and resumed if it waits for that (conn_read_or_sub). */
+static __attribute__((noinline)) void sub_resumed(struct worker *w, struct conn_ctx *sub, int r)
 {
-    struct conn_ctx *ctx = w->view.conns[fd].ctx;
+    sub->waiting = (uint8_t)(r > 0 ? r : 0);
+    struct conn_ctx *p = sub->parent;
+    p->sub_kick = true;
+    if (p->kick_read && p->waiting == CONN_WAIT_READ)
+        after_resume(w, p->fd, coro_resume(p->coro));
+}
+
+/* Ends the wait of ctx (a connection's context, or a sub-context) with
+ * result and resumes it. */
+static void wait_end(struct worker *w, struct conn_ctx *ctx, int result)
+{
     wait_cleanup(w, ctx);
     ctx->wait_result = result;
-    after_resume(w, fd, coro_resume(ctx->coro));
+    if (unlikely(ctx->parent != NULL)) {
+        sub_resumed(w, ctx, coro_resume(ctx->coro));
+        return;
+    }
+    after_resume(w, ctx->fd, coro_resume(ctx->coro));
 }
 
 /* A foreign fd that a connection waits on is ready (the tag names both). */
@@ -448,8 +529,17 @@ static void foreign_event(struct worker *w, uint64_t u, uint32_t events)
 {
     int fd = EV_FD(u);
     struct conn_ctx *ctx = w->view.conns[fd].ctx;
-    if (!(w->view.conns[fd].flags & CONN_OPEN) || !ctx || ctx->waiting != CONN_WAIT_FD ||
-        ctx->wait_fd != EV_FOREIGN_FD(u))
+    if (!(w->view.conns[fd].flags & CONN_OPEN) || !ctx)
+        return; /* stale: the connection closed earlier in this batch */
+    if (unlikely(ctx->subs != NULL) &&
+        (ctx->waiting != CONN_WAIT_FD || ctx->wait_fd != EV_FOREIGN_FD(u))) {
+        struct conn_ctx *s = ctx->subs;
+        while (s && (s->waiting != CONN_WAIT_FD || s->wait_fd != EV_FOREIGN_FD(u)))
+            s = s->sub_next;
+        if (s)
+            ctx = s;
+    }
+    if (ctx->waiting != CONN_WAIT_FD || ctx->wait_fd != EV_FOREIGN_FD(u))
         return; /* stale: the wait ended earlier in this batch */
     unsigned r = 0;
     if (events & (EPOLLIN | EPOLLRDHUP))
@@ -458,7 +548,7 @@ static void foreign_event(struct worker *w, uint64_t u, uint32_t events)
         r |= CONN_WAIT_WRITE;
     if (events & (EPOLLERR | EPOLLHUP))
         r |= CONN_WAIT_READ | CONN_WAIT_WRITE;
-    wait_end(w, fd, (int)(r & ctx->wait_events));
+    wait_end(w, ctx, (int)(r & ctx->wait_events));
 }
 
 /* epoll_wait's timeout for the timeout queues and the protocol's tick. */
@@ -487,7 +577,7 @@ static __attribute__((noinline)) int run_timers(struct worker *w)
     for (uint32_t budget = w->timers.n;
          budget && (t = timer_first(&w->timers)) && t->deadline <= now; budget--) {
         struct conn_ctx *ctx = timer_ctx(t);
-        wait_end(w, ctx->fd, ctx->wait_result);
+        wait_end(w, ctx, ctx->wait_result);
     }
     int timeout = loop_timeout(w);
     if ((t = timer_first(&w->timers)) && t->deadline != TIMER_NEVER) {
@@ -533,7 +623,7 @@ static void begin_stop(struct worker *w)
     /* every wait ends now with -ECANCELED (and no new one begins:
      * conn_wait_fd() sees stop_requested) */
     for (uint32_t budget = w->timers.n; budget && w->timers.n; budget--)
-        wait_end(w, timer_ctx(timer_first(&w->timers))->fd, -ECANCELED);
+        wait_end(w, timer_ctx(timer_first(&w->timers)), -ECANCELED);
     uint32_t fd;
     while ((fd = w->idle_q.head) != TQ_NIL)
         conn_close(w, (int)fd);

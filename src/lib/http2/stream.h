@@ -1,0 +1,77 @@
+/* stream.h - HTTP/2 streams: what h2.c's session callbacks collect for
+ * a stream, and the stream as an exchange of the HTTP layer (stream.c). */
+#pragma once
+
+#include <nghttp2/nghttp2.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/strbuf.h"
+#include "http/http.h"
+#include "rt/conn.h"
+
+struct h2_stream;
+
+/* A connection's HTTP/2 state (in its struct http_conn, hc->h2). */
+struct h2_conn {
+    nghttp2_session *s;
+    struct conn_ctx *ctx; /* the connection's own */
+    const struct http_config *cfg;
+    struct h2_stream *streams; /* every stream not freed yet */
+    unsigned n_streams;
+    bool runnable; /* some stream is ready to run (h2_run_streams) */
+};
+
+struct h2_stream {
+    int32_t id;
+    struct h2_conn *c;
+    struct h2_stream *prev, *next;
+    struct conn_ctx *sub; /* its request's sub-context, while it runs */
+    /* the request head as it came: its fields as "name: value\r\n" lines
+     * (cookies joined at the end), the pseudo-fields' values */
+    struct strbuf lines, cookies, pseudo;
+    size_t method_off, method_len, path_off, path_len, auth_off, auth_len;
+    bool has_method, has_path, has_auth, file_fields, too_large, bad;
+    int64_t content_length;
+    bool head_done;    /* END_HEADERS: it may start */
+    bool req_end;      /* END_STREAM came: the request is whole */
+    bool no_body;      /* it came with the HEADERS */
+    bool started;      /* its sub-context was made */
+    bool handler_done; /* the exchange ended: what comes now is dropped */
+    bool closed;       /* nghttp2 closed it (answered, or reset) */
+    bool ready;        /* to be resumed by the connection (h2_run_streams) */
+    bool want_rx;      /* its request waits for body bytes */
+    bool want_tx;      /* its request waits for the answer's bytes to leave */
+    /* the request body received and not handed over yet */
+    struct strbuf rx;
+    size_t rx_off;
+    /* the answer: its head submitted, whether a body follows, the bytes
+     * waiting for DATA frames, then a file's range; eof once whole */
+    bool submitted, has_body, eof, deferred;
+    /* the answer's END_STREAM waits for the request's: a request whose
+     * body nobody read is read to its end (and dropped) first, as
+     * HTTP/1.1 does, so that what the client still sends on the stream
+     * is judged on an open stream; error answers end at once */
+    bool hold_end;
+    struct strbuf tx;
+    size_t tx_off;
+    int file_fd;
+    off_t file_off;
+    size_t file_left;
+};
+
+/* The session's callbacks' side. */
+void h2_stream_header(struct h2_stream *st, const char *name, size_t nlen, const char *value,
+                      size_t vlen);
+/* Something happened that the stream's request may wait for. */
+void h2_stream_ready(struct h2_stream *st);
+/* Freed: not before it is closed and its request ended. */
+void h2_stream_free(struct h2_stream *st);
+
+/* The connection's side: starts the streams whose head came, resumes
+ * those that are ready, ends the requests that finished, frees the
+ * streams done with; h2_end_streams() ends them all (the connection
+ * closes). */
+void h2_run_streams(struct h2_conn *c);
+void h2_end_streams(struct h2_conn *c);

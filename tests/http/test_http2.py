@@ -1,0 +1,429 @@
+"""HTTP/2 in cleartext with prior knowledge (h2c): curl --http2-prior-knowledge,
+nghttp and the Python h2 library against a real server; the exchange is the
+HTTP/1.1 one (handlers, serve_files, conditions, ranges, SSE, uploads, the
+access log), framed as streams."""
+
+import hashlib
+import os
+import socket
+import subprocess
+import time
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.settings
+import pytest
+
+from conftest import colibri_bin, free_port
+from rawhttp import TIME_SCALE
+
+SITE = (
+    "site {\n"
+    "    handler /hello hello_world\n"
+    "    handler /echo echo\n"
+    "    handler /sse sse_ticks\n"
+    "    serve_files / {\n"
+    "        path = %s\n"
+    "        index = index.html\n"
+    "    }\n"
+    "}\n"
+)
+
+MIB = os.urandom(1 << 20)
+
+
+@pytest.fixture
+def h2srv(make_server, tmp_path):
+    """A server whose root also has a 1 MiB file, with an access log."""
+    root = tmp_path / "wwwroot"
+    srv = make_server(site=SITE % root, access_log=str(tmp_path / "access.log"), max_request_body="8M")
+    (root / "1m.bin").write_bytes(MIB)
+    srv.log = tmp_path / "access.log"
+    return srv
+
+
+def curl(*args, timeout=20):
+    p = subprocess.run(
+        ["curl", "-sS", "--http2-prior-knowledge", "--max-time", str(int(timeout * TIME_SCALE))] + list(args),
+        capture_output=True,
+        timeout=timeout * TIME_SCALE + 5,
+    )
+    return p
+
+
+class H2:
+    """One HTTP/2 connection driven by hand with the h2 library."""
+
+    def __init__(self, srv, timeout=10):
+        self.sock = socket.create_connection((srv.host, srv.port), timeout=timeout * TIME_SCALE)
+        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+        self.conn.initiate_connection()
+        self.sock.sendall(self.conn.data_to_send())
+        self.authority = srv.hostport
+        self.streams = {}  # id -> {"headers", "data", "ended", "reset"}
+        self.goaway = None
+        self.closed = False
+
+    def request(self, path, method="GET", body=None, headers=(), end=True):
+        sid = self.conn.get_next_available_stream_id()
+        hdrs = [(":method", method), (":path", path), (":scheme", "http"), (":authority", self.authority)]
+        hdrs += list(headers)
+        self.conn.send_headers(sid, hdrs, end_stream=end and body is None)
+        self.streams[sid] = {"headers": None, "data": bytearray(), "ended": False, "reset": None, "t_end": None}
+        self.flush()
+        if body is not None:
+            self.send_body(sid, body)
+        return sid
+
+    def send_body(self, sid, body):
+        """Sends body as the window allows, reading meanwhile."""
+        off = 0
+        while off < len(body):
+            room = min(self.conn.local_flow_control_window(sid), self.conn.max_outbound_frame_size, len(body) - off)
+            if room <= 0:
+                self.pump(until=lambda: self.conn.local_flow_control_window(sid) > 0)
+                continue
+            self.conn.send_data(sid, body[off : off + room])
+            off += room
+            self.flush()
+        self.conn.end_stream(sid)
+        self.flush()
+
+    def flush(self):
+        data = self.conn.data_to_send()
+        if data:
+            self.sock.sendall(data)
+
+    def pump(self, until, timeout=10):
+        deadline = time.monotonic() + timeout * TIME_SCALE
+        while not until():
+            if self.closed:
+                return False
+            if time.monotonic() > deadline:
+                raise AssertionError("HTTP/2: timed out; streams %r" % {k: (v["headers"], len(v["data"]), v["ended"]) for k, v in self.streams.items()})
+            try:
+                data = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            except ConnectionResetError:
+                data = b""
+            if not data:
+                self.closed = True
+                return until()
+            for ev in self.conn.receive_data(data):
+                self.on_event(ev)
+            self.flush()
+        return True
+
+    def on_event(self, ev):
+        st = self.streams.get(getattr(ev, "stream_id", None))
+        if isinstance(ev, h2.events.ResponseReceived):
+            st["headers"] = dict(ev.headers)
+        elif isinstance(ev, h2.events.DataReceived):
+            st["data"] += ev.data
+            self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+        elif isinstance(ev, h2.events.StreamEnded):
+            st["ended"] = True
+            st["t_end"] = time.monotonic()
+        elif isinstance(ev, h2.events.StreamReset):
+            if st is not None:
+                st["reset"] = ev.error_code
+        elif isinstance(ev, h2.events.ConnectionTerminated):
+            self.goaway = ev.error_code
+
+    def wait(self, *sids, timeout=10):
+        self.pump(lambda: all(self.streams[s]["ended"] or self.streams[s]["reset"] is not None for s in sids), timeout)
+        return [self.streams[s] for s in sids]
+
+    def close(self):
+        self.sock.close()
+
+
+def access_lines(srv, n, timeout=5):
+    """The access log once it has n lines (lines are written once a second)."""
+    deadline = time.monotonic() + timeout * TIME_SCALE
+    lines = []
+    while time.monotonic() < deadline:
+        if srv.log.exists():
+            lines = srv.log.read_text().splitlines()
+            if len(lines) >= n:
+                return lines
+        time.sleep(0.1)
+    return lines
+
+
+def test_hello_prior_knowledge(h2srv):
+    p = curl("-w", "\n%{http_version} %{http_code}", h2srv.url + "/hello")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == b"Hello, World!\n2 200"
+
+
+def test_files_small_and_1mib(h2srv):
+    p = curl(h2srv.url + "/file.txt")
+    assert p.stdout == b"hello from a file\n"
+    p = curl(h2srv.url + "/1m.bin")
+    assert p.returncode == 0, p.stderr
+    assert hashlib.sha256(p.stdout).digest() == hashlib.sha256(MIB).digest()
+    # both, and a directory's index, on one connection
+    c = H2(h2srv)
+    a, b, i = c.request("/1m.bin"), c.request("/file.txt"), c.request("/")
+    ra, rb, ri = c.wait(a, b, i)
+    assert ra["headers"][":status"] == "200" and bytes(ra["data"]) == MIB
+    assert ra["headers"]["content-length"] == str(1 << 20)
+    assert rb["headers"][":status"] == "200" and bytes(rb["data"]) == b"hello from a file\n"
+    assert ri["headers"][":status"] == "200" and b"index page" in ri["data"]
+    c.close()
+
+
+def test_no_connection_specific_fields(h2srv):
+    c = H2(h2srv)
+    s = c.request("/hello")
+    (r,) = c.wait(s)
+    for name in ("connection", "keep-alive", "transfer-encoding"):
+        assert name not in r["headers"]
+    assert all(k == k.lower() for k in r["headers"])
+    assert "date" in r["headers"] and r["headers"]["server"] == "colibri"
+    c.close()
+
+
+def test_conditions_and_ranges(h2srv):
+    c = H2(h2srv)
+    s = c.request("/1m.bin", headers=[("range", "bytes=10-19")])
+    (r,) = c.wait(s)
+    assert r["headers"][":status"] == "206"
+    assert r["headers"]["content-range"] == "bytes 10-19/%d" % (1 << 20)
+    assert bytes(r["data"]) == MIB[10:20]
+    etag = c.wait(c.request("/file.txt"))[0]["headers"]["etag"]
+    (r,) = c.wait(c.request("/file.txt", headers=[("if-none-match", etag)]))
+    assert r["headers"][":status"] == "304" and not r["data"]
+    (r,) = c.wait(c.request("/file.txt", headers=[("range", "bytes=0-1,4-5")]))
+    assert r["headers"][":status"] == "206"
+    assert r["headers"]["content-type"].startswith("multipart/byteranges")
+    assert b"he" in r["data"] and b"o " in r["data"]
+    (r,) = c.wait(c.request("/file.txt", method="HEAD"))
+    assert r["headers"][":status"] == "200" and r["headers"]["content-length"] == "18" and not r["data"]
+    c.close()
+
+
+def test_post_upload_echo(h2srv):
+    body = os.urandom(3 * (1 << 20))  # three times the stream's window: flow control at work
+    c = H2(h2srv)
+    s = c.request("/echo", method="POST", body=body, headers=[("content-length", str(len(body)))])
+    (r,) = c.wait(s, timeout=30)
+    assert r["headers"][":status"] == "200"
+    assert hashlib.sha256(r["data"]).digest() == hashlib.sha256(body).digest()
+    # without a content-length: framed by END_STREAM alone
+    s = c.request("/echo", method="POST", body=b"x" * 100000)
+    (r,) = c.wait(s)
+    assert r["headers"][":status"] == "200" and bytes(r["data"]) == b"x" * 100000
+    c.close()
+    p = curl("--data-binary", "hello h2", h2srv.url + "/echo")
+    assert p.stdout == b"hello h2"
+
+
+def test_upload_over_the_limit_is_413(h2srv):
+    c = H2(h2srv)
+    s = c.request("/echo", method="POST", end=False, headers=[("content-length", str(9 << 20))])
+    (r,) = c.wait(s)
+    assert r["headers"][":status"] == "413"
+    # the connection goes on
+    (r,) = c.wait(c.request("/hello"))
+    assert bytes(r["data"]) == b"Hello, World!"
+    c.close()
+
+
+def test_many_concurrent_streams(h2srv):
+    c = H2(h2srv)
+    sids = [c.request("/hello" if i % 2 else "/file.txt") for i in range(100)]
+    res = c.wait(*sids, timeout=20)
+    for i, r in enumerate(res):
+        assert r["headers"][":status"] == "200"
+        assert bytes(r["data"]) == (b"Hello, World!" if i % 2 else b"hello from a file\n")
+    c.close()
+    # every stream has its own access log line, as HTTP/2.0
+    lines = access_lines(h2srv, 100)
+    assert len(lines) == 100
+    assert all('HTTP/2.0" 200' in l for l in lines), lines[:3]
+
+
+def test_nghttp_client(h2srv):
+    p = subprocess.run(
+        ["nghttp", "-ns", "-m", "20", h2srv.url + "/hello"], capture_output=True, timeout=20 * TIME_SCALE
+    )
+    assert p.returncode == 0, p.stderr
+    # the statistics: one line per request, each a 200
+    assert p.stdout.count(b"/hello") == 20
+    p = subprocess.run(["nghttp", h2srv.url + "/1m.bin"], capture_output=True, timeout=20 * TIME_SCALE)
+    assert p.returncode == 0 and p.stdout == MIB
+
+
+def test_sleeping_handler_does_not_block_other_streams(h2srv):
+    c = H2(h2srv)
+    sse = c.request("/sse?count=3&interval=1000")
+    c.pump(lambda: len(c.streams[sse]["data"]) > 0)  # the first event came; now it sleeps
+    t0 = time.monotonic()
+    hello = c.request("/hello")
+    (r,) = c.wait(hello)
+    assert bytes(r["data"]) == b"Hello, World!"
+    assert time.monotonic() - t0 < 0.8 * TIME_SCALE
+    assert not c.streams[sse]["ended"]
+    (r,) = c.wait(sse, timeout=10)
+    assert r["headers"]["content-type"].startswith("text/event-stream")
+    assert r["data"].count(b"event: tick") == 3
+    c.close()
+
+
+def test_stream_reset(h2srv):
+    c = H2(h2srv)
+    big = c.request("/1m.bin")
+    c.pump(lambda: len(c.streams[big]["data"]) > 0)
+    c.conn.reset_stream(big, error_code=8)  # CANCEL
+    c.flush()
+    # a sleeping stream reset while it waits ends at once (its handler unwound)
+    sse = c.request("/sse?count=100&interval=1000")
+    c.pump(lambda: len(c.streams[sse]["data"]) > 0)
+    c.conn.reset_stream(sse, error_code=8)
+    c.flush()
+    (r,) = c.wait(c.request("/hello"))
+    assert bytes(r["data"]) == b"Hello, World!"
+    c.close()
+    lines = access_lines(h2srv, 3)
+    sse_line = [l for l in lines if "/sse" in l]
+    assert sse_line and '" 200 ' in sse_line[0], lines
+    big_line = [l for l in lines if "/1m.bin" in l]
+    assert big_line, lines
+    sent = int(big_line[0].split('" 200 ')[1].split()[0])
+    assert 0 < sent <= 1 << 20, big_line
+
+
+def test_rapid_reset_is_bounded(h2srv):
+    """Streams opened and reset at once (CVE-2023-44487): past the rate
+    limit the connection ends with GOAWAY, and other clients are served."""
+    c = H2(h2srv)
+    for _ in range(2000):
+        sid = c.request("/sse?count=5&interval=1000")
+        c.conn.reset_stream(sid, error_code=8)
+    try:
+        c.flush()
+    except OSError:
+        pass
+    c.pump(lambda: c.goaway is not None or c.closed, timeout=10)
+    # nghttp2's limit ends it with INTERNAL_ERROR
+    assert c.goaway in (2, 11) or c.closed
+    c.close()
+    p = curl(h2srv.url + "/hello")
+    assert p.stdout == b"Hello, World!"
+
+
+def test_streams_past_the_limit_are_refused(make_server, tmp_path):
+    root = tmp_path / "wwwroot"
+    srv = make_server(site=SITE % root, http2_max_concurrent_streams="4", http2_initial_window="128k")
+    c = H2(srv)
+    # six streams at once, sent before the server's SETTINGS could be
+    # acknowledged: the two past its limit are refused (RFC 9113 5.1.2),
+    # the others served
+    c.conn.remote_settings[h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS] = 100
+    c.conn.remote_settings.acknowledge()
+    sids = [c.request("/sse?count=2&interval=300") for _ in range(6)]
+    res = c.wait(*sids, timeout=10)
+    assert c.conn.remote_settings.max_concurrent_streams == 4
+    assert c.conn.remote_settings.initial_window_size == 128 << 10
+    assert [r["reset"] for r in res].count(7) == 2, res  # REFUSED_STREAM
+    assert sum(1 for r in res if r["ended"] and r["data"].count(b"event: tick") == 2) == 4
+    # once they are acknowledged, opening more is a connection error
+    c.conn.remote_settings[h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS] = 100
+    c.conn.remote_settings.acknowledge()
+    for _ in range(6):
+        c.request("/sse?count=2&interval=300")
+    c.pump(lambda: c.goaway is not None)
+    assert c.goaway == 1  # PROTOCOL_ERROR
+    c.close()
+
+
+def test_goaway_on_bad_frames(h2srv):
+    c = H2(h2srv)
+    c.wait(c.request("/hello"))
+    # a DATA frame on stream 0: a connection error (PROTOCOL_ERROR)
+    c.sock.sendall(b"\x00\x00\x01\x00\x00\x00\x00\x00\x00x")
+    c.pump(lambda: c.goaway is not None)
+    assert c.goaway == 1
+    c.close()
+
+
+def test_bad_preface_closes(h2srv):
+    s = socket.create_connection((h2srv.host, h2srv.port), timeout=5 * TIME_SCALE)
+    s.sendall(b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n" + b"\x00" * 30)
+    data = b""
+    while True:
+        try:
+            d = s.recv(4096)
+        except ConnectionResetError:
+            break
+        if not d:
+            break
+        data += d
+    s.close()
+    assert not data.startswith(b"HTTP/1.1")  # not an HTTP/1.1 answer
+    if data:  # a GOAWAY (type 7), when anything
+        assert data[3] == 7 or data[3] == 4, data[:20]
+
+
+def test_protocol_of_request_and_http1_unchanged(make_server, tmp_path):
+    root = tmp_path / "wwwroot"
+    srv = make_server(
+        site=SITE % root,
+        access_log=str(tmp_path / "access.log"),
+        log_format='"$protocol $method $uri $status"',
+    )
+    srv.log = tmp_path / "access.log"
+    curl(srv.url + "/hello")
+    p = subprocess.run(["curl", "-sS", "--http1.1", srv.url + "/hello"], capture_output=True, timeout=10)
+    assert p.stdout == b"Hello, World!"
+    lines = access_lines(srv, 2)
+    assert sorted(lines) == ["HTTP/1.1 GET /hello 200", "HTTP/2.0 GET /hello 200"]
+
+
+def test_http2_false_keeps_505(make_server, tmp_path):
+    root = tmp_path / "wwwroot"
+    port = free_port()
+    site = "listener 127.0.0.1:%d {\n    http2 = false\n}\n" % port + SITE % root
+    srv = make_server(site=site)
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+    data = s.recv(4096)
+    s.close()
+    assert data.startswith(b"HTTP/1.1 505 ")
+    # the config's other listener speaks it
+    p = curl(srv.url + "/hello")
+    assert p.stdout == b"Hello, World!"
+
+
+def run_config(tmp_path, text):
+    conf = tmp_path / "h2.conf"
+    conf.write_text(text)
+    p = subprocess.run([str(colibri_bin()), "-c", str(conf)], cwd=tmp_path, capture_output=True, timeout=10)
+    return conf, p
+
+
+@pytest.mark.parametrize(
+    "lines, key, words",
+    [
+        ("listener 127.0.0.1:%d {\n    http2 = maybe\n}\n", "http2", "true"),
+        ("listener 127.0.0.1:%d {\n    h2c_upgrade = sometimes\n}\n", "h2c_upgrade", "true"),
+        ("listener 127.0.0.1:%d {\n    h2c_upgrade = true\n}\n", "h2c_upgrade", "not supported"),
+        ("listener 127.0.0.1:%d\nhttp2_max_concurrent_streams = 0\n", "http2_max_concurrent_streams", "out of range"),
+        ("listener 127.0.0.1:%d\nhttp2_max_concurrent_streams = lots\n", "http2_max_concurrent_streams", ""),
+        ("listener 127.0.0.1:%d\nhttp2_initial_window = 1k\n", "http2_initial_window", "between"),
+        ("listener 127.0.0.1:%d\nhttp2_initial_window = 4G\n", "http2_initial_window", "between"),
+    ],
+)
+def test_config_errors(tmp_path, lines, key, words):
+    (tmp_path / "www").mkdir()
+    text = (lines % free_port()) + "site {\n    handler /hello hello_world\n}\n"
+    conf, p = run_config(tmp_path, text)
+    err = p.stderr.decode()
+    assert p.returncode == 1, err
+    line = next(i + 1 for i, l in enumerate(text.splitlines()) if key in l)
+    assert "%s:%d: %s:" % (conf, line, key) in err, err
+    assert words in err, err
