@@ -174,7 +174,7 @@ int http_dispatch(struct colibri_request *req, struct colibri_response *resp);
  * that http_pin_head() moves with the head); the others go to
  * http_decode_path_escaped(), which decodes into the arena. */
 int http_decode_path_escaped(struct colibri_request *req);
-static inline int http_decode_path(struct colibri_request *req)
+static inline __attribute__((always_inline)) int http_decode_path(struct colibri_request *req)
 {
     struct view raw = req->head->path;
     /* only '%' escapes, "." segments and repeated slashes need work */

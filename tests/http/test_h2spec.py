@@ -1,0 +1,73 @@
+"""h2spec --strict (RFC 7540/9113 conformance, 146 cases) against h2c.
+
+h2spec is built once from the Go module proxy by tests/h2spec/build.sh
+into the build directory (beside COLIBRI_BIN); without a Go toolchain (or
+H2SPEC naming a binary) the test is skipped. The server answers GET / and
+POST / with 200 and a body, as h2spec needs.
+
+Two cases are known not to pass, and why:
+- 3.5/2 "Sends invalid connection preface": a cleartext listener speaks
+  HTTP/1.1 too, so "INVALID CONNECTION PREFACE" is a malformed HTTP/1.1
+  request and gets its 400 before the close, which h2spec reads as a
+  broken frame.
+- 5.1.1/2 "stream identifier numerically smaller than previous": nghttp2
+  ignores a HEADERS frame on an unknown stream below the last one rather
+  than ending the connection (nghttp2_session_on_request_headers_received
+  says why: it cannot tell such a stream from one it reset)."""
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, colibri_bin
+from rawhttp import TIME_SCALE
+
+KNOWN = {
+    "Sends invalid connection preface",
+    "Sends stream identifier that is numerically smaller than previous",
+}
+
+
+def h2spec_bin():
+    if os.environ.get("H2SPEC"):
+        return os.environ["H2SPEC"]
+    out = colibri_bin().parent / "h2spec"
+    exe = out / "h2spec"
+    if exe.exists():
+        return str(exe)
+    go = shutil.which("go") or ("/usr/local/go/bin/go" if os.path.exists("/usr/local/go/bin/go") else None)
+    if not go:
+        pytest.skip("no Go toolchain to build h2spec with (or set H2SPEC)")
+    out.mkdir(parents=True, exist_ok=True)
+    p = subprocess.run(
+        [str(REPO / "tests/h2spec/build.sh"), str(out)],
+        env=dict(os.environ, GO=go),
+        capture_output=True,
+        timeout=900,
+    )
+    if p.returncode != 0 or not exe.exists():
+        pytest.fail("building h2spec failed:\n%s" % (p.stdout + p.stderr).decode(errors="replace")[-3000:])
+    return str(exe)
+
+
+def test_h2spec_strict(make_server, tmp_path):
+    exe = h2spec_bin()
+    srv = make_server(site="site {\n    handler / echo\n}\n", threads="1")
+    p = subprocess.run(
+        [exe, "--strict", "-h", srv.host, "-p", str(srv.port), "-o", str(int(2 * TIME_SCALE))],
+        capture_output=True,
+        timeout=300 * TIME_SCALE,
+    )
+    out = p.stdout.decode(errors="replace")
+    m = re.search(r"(\d+) tests, (\d+) passed, (\d+) skipped, (\d+) failed", out)
+    assert m, out[-3000:]
+    total, passed, skipped, failed = map(int, m.groups())
+    failures = set(re.findall(r"× \d+: (.+)", out.split("Failures:")[-1]))
+    print("h2spec --strict: %d/%d passed; failed: %s" % (passed, total, sorted(failures)))
+    assert total == 146 and skipped == 0
+    assert failures <= KNOWN, out.split("Failures:")[-1][-4000:]
+    assert passed >= total - len(KNOWN)
