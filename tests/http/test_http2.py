@@ -427,3 +427,44 @@ def test_config_errors(tmp_path, lines, key, words):
     line = next(i + 1 for i, l in enumerate(text.splitlines()) if key in l)
     assert "%s:%d: %s:" % (conf, line, key) in err, err
     assert words in err, err
+
+
+def test_stalled_stream_ends_at_request_timeout(make_server, tmp_path):
+    """A body that never comes: the stream is reset after request_timeout,
+    the other streams (a handler sleeping longer than that) go on, and the
+    connection is not cut while they are at work."""
+    root = tmp_path / "wwwroot"
+    srv = make_server(site=SITE % root, request_timeout="1s", keep_alive_timeout="2s")
+    c = H2(srv)
+    sse = c.request("/sse?count=2&interval=2500")
+    stalled = c.request("/echo", method="POST", end=False, headers=[("content-length", "100")])
+    t0 = time.monotonic()
+    (r,) = c.wait(stalled, timeout=10)
+    assert r["reset"] == 8, r  # CANCEL
+    assert 0.9 < time.monotonic() - t0 < 5 * TIME_SCALE
+    (r,) = c.wait(sse, timeout=10)
+    assert r["ended"] and r["data"].count(b"event: tick") == 2
+    # idle now: the keep-alive timeout ends the connection
+    t0 = time.monotonic()
+    c.pump(lambda: c.closed, timeout=10)
+    assert time.monotonic() - t0 < 5 * TIME_SCALE
+    c.close()
+
+
+def test_sigterm_sends_goaway_and_lets_streams_finish(make_server, tmp_path):
+    root = tmp_path / "wwwroot"
+    srv = make_server(site=SITE % root, shutdown_timeout="5s")
+    p = subprocess.Popen(
+        ["nghttp", "-v", srv.url + "/sse?count=50&interval=300"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    time.sleep(1.0 * TIME_SCALE)
+    srv.send_signal()
+    out, _ = p.communicate(timeout=10 * TIME_SCALE)
+    assert srv.wait() == 0
+    assert p.returncode == 0, out
+    # the sleeping handler was woken (-ECANCELED) and ended its stream,
+    # which ended whole (END_STREAM), and GOAWAY(NO_ERROR) came
+    ticks = out.count(b"event: tick")
+    assert 1 <= ticks < 50, out
+    assert b"recv GOAWAY" in out and b"error_code=NO_ERROR" in out, out
+    assert b"flags=0x01, stream_id=13" in out, out  # a frame with END_STREAM on the request's stream

@@ -235,6 +235,14 @@ enum conn_verdict h2_run(struct conn_ctx *ctx)
             n = 0;
         }
         h2_run_streams(c);
+        if (conn_stopping(ctx) && !c->goaway) {
+            /* a stop: no new streams; those in flight finish (within
+             * shutdown_timeout) and the connection closes after them */
+            c->goaway = true;
+            nghttp2_submit_goaway(c->s, NGHTTP2_FLAG_NONE,
+                                  nghttp2_session_get_last_proc_stream_id(c->s), NGHTTP2_NO_ERROR,
+                                  NULL, 0);
+        }
         if (!send_all(c))
             break;
         if (c->runnable) /* streams the writes let go on */
@@ -242,7 +250,7 @@ enum conn_verdict h2_run(struct conn_ctx *ctx)
         if (!nghttp2_session_want_read(c->s) && !nghttp2_session_want_write(c->s))
             break;
         ctx->in_pos = ctx->in_len = 0;
-        ssize_t got = conn_read_or_sub(ctx);
+        ssize_t got = conn_read_or_sub(ctx, c->n_streams > 0);
         if (got == -EINTR) { /* a stream the worker resumed: see to it */
             c->runnable = true;
             n = 0;

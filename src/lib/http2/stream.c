@@ -352,9 +352,22 @@ static void tx_more(struct h2_stream *st)
  * unwinds the request, as a connection that dies does. */
 static void wait_conn(struct conn_ctx *sub, struct h2_stream *st)
 {
-    if (!st->closed)
-        conn_sub_wait(sub);
-    if (st->closed) { /* what never left: for the access log */
+    if (!st->closed) {
+        /* the client has request_timeout to send what it waits for (or
+         * to open the window for it): it stalls no longer */
+        const struct http_config *cfg = st->c->cfg;
+        st->in_wait = true;
+        int r = conn_wait_fd(sub, -1, 0, (int)cfg->request_timeout_s * 1000);
+        st->in_wait = false;
+        if (r == -ECANCELED) /* a stop: the stream may finish meanwhile */
+            conn_sub_wait(sub);
+        else if (r == 0 && !st->closed) {
+            LOG_LIMITED(LOG_INFO, "http2: stream %d stalled for %us (request_timeout)", st->id,
+                        (unsigned)cfg->request_timeout_s);
+            st->stalled = true;
+        }
+    }
+    if (st->closed || st->stalled) { /* what never left: for the access log */
         sub->unsent = tx_pending(st) + st->file_left;
         coro_abort(sub->coro);
     }
@@ -552,14 +565,23 @@ void h2_run_streams(struct h2_conn *c)
             if (st->sub && st->ready && !conn_sub_done(st->sub)) {
                 st->ready = false;
                 uint8_t w = st->sub->waiting;
-                if (w == CONN_WAIT_TIMER || w == CONN_WAIT_FD) {
-                    if (st->closed) /* reset while it waits: it ends now */
-                        conn_sub_end(st->sub, CONN_CUT_PEER), st->sub = NULL;
+                if (st->in_wait) /* in wait_conn(): the worker resumes it */
+                    conn_wake(st->sub, CONN_WOKEN);
+                else if (w == CONN_WAIT_TIMER || w == CONN_WAIT_FD) {
+                    if (st->closed) { /* reset while its handler waits: it ends now */
+                        conn_sub_end(st->sub, CONN_CUT_PEER);
+                        st->sub = NULL;
+                    }
                 } else {
                     conn_sub_resume(st->sub);
                 }
             }
             if (st->sub && conn_sub_done(st->sub)) {
+                /* unwound (stalled, out of memory): the client learns it */
+                if (!st->handler_done && !st->closed)
+                    nghttp2_submit_rst_stream(c->s, NGHTTP2_FLAG_NONE, st->id,
+                                              st->stalled ? NGHTTP2_CANCEL
+                                                          : NGHTTP2_INTERNAL_ERROR);
                 conn_sub_end(st->sub, CONN_CUT_PEER);
                 st->sub = NULL;
                 st->handler_done = true;

@@ -21,6 +21,7 @@ struct h2_conn {
     struct h2_stream *streams; /* every stream not freed yet */
     unsigned n_streams;
     bool runnable; /* some stream is ready to run (h2_run_streams) */
+    bool goaway;   /* sent for a stop */
 };
 
 struct h2_stream {
@@ -43,6 +44,8 @@ struct h2_stream {
     bool ready;        /* to be resumed by the connection (h2_run_streams) */
     bool want_rx;      /* its request waits for body bytes */
     bool want_tx;      /* its request waits for the answer's bytes to leave */
+    bool in_wait;      /* in wait_conn(): woken by conn_wake() */
+    bool stalled;      /* the client left it waiting past request_timeout */
     /* the request body received and not handed over yet */
     struct strbuf rx;
     size_t rx_off;

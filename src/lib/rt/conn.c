@@ -138,7 +138,7 @@ ssize_t conn_read(struct conn_ctx *ctx, bool may_idle)
     }
 }
 
-ssize_t conn_read_or_sub(struct conn_ctx *ctx)
+ssize_t conn_read_or_sub(struct conn_ctx *ctx, bool busy)
 {
     for (;;) {
         if (ctx->sub_kick) {
@@ -152,6 +152,7 @@ ssize_t conn_read_or_sub(struct conn_ctx *ctx)
         if (ctx->sub_kick)
             continue;
         ctx->kick_read = true;
+        ctx->read_untimed = busy;
         wait_for(ctx, CONN_WAIT_READ);
         ctx->kick_read = false;
     }

@@ -209,6 +209,7 @@ struct conn_ctx {
     struct conn_ctx *subs, *sub_prev, *sub_next;
     bool sub_kick;
     bool kick_read;                    /* in conn_read_or_sub(), waiting: a sub's kick resumes it */
+    bool read_untimed;                 /* and it has sub-contexts at work: no timeout queue */
     alignas(16) unsigned char state[]; /* the protocol's, state_size bytes */
 };
 
@@ -367,8 +368,11 @@ static inline bool conn_sub_done(const struct conn_ctx *sub)
 void conn_sub_end(struct conn_ctx *sub, enum conn_cut why);
 /* conn_read(ctx, false) for a connection with sub-contexts: -EINTR
  * (without reading) when one of them was resumed by the worker since the
- * last call, also while this one waits for input. */
-ssize_t conn_read_or_sub(struct conn_ctx *ctx);
+ * last call, also while this one waits for input. The wait for input is
+ * under keep_alive_timeout when the protocol says it is not busy; when it
+ * is (requests in sub-contexts), it is in no timeout queue, as a
+ * conn_sleep() is not: the sub-contexts' own waits bound the time. */
+ssize_t conn_read_or_sub(struct conn_ctx *ctx, bool busy);
 
 /* Per-connection buffers above this size are not kept in the pool, nor
  * across a conn_park(). */

@@ -358,6 +358,17 @@ static __attribute__((noinline)) void after_resume_slow(struct worker *w, int fd
             return;
         }
         ctx->waiting = (uint8_t)r;
+        if (unlikely(ctx->kick_read)) {
+            /* conn_read_or_sub(): between requests, the keep-alive
+             * timeout; with requests at work, none (theirs run) */
+            tq_remove(&w->idle_q, (uint32_t)fd);
+            tq_remove(&w->req_q, (uint32_t)fd);
+            if (!ctx->read_untimed)
+                tq_push(&w->idle_q, (uint32_t)fd, w->now);
+            if (!(c->flags & CONN_IN_EPOLL) && epoll_add(w, fd) < 0)
+                conn_close(w, fd);
+            return;
+        }
         /* A request that has to wait joins the request-timeout queue the
          * first time; writing moves it back (progress), reading does not
          * (a client trickling bytes must still finish in time). */
@@ -649,6 +660,14 @@ static void force_stop(struct worker *w)
         conn_cut(w, (int)fd, CONN_CUT_STOP);
     while ((fd = w->idle_q.head) != TQ_NIL)
         conn_cut(w, (int)fd, CONN_CUT_STOP);
+    /* and connections whose requests run in sub-contexts, in no queue */
+    for (struct conn_ctx *ctx = w->all_ctx, *next; ctx; ctx = next) {
+        next = ctx->all_next;
+        if (ctx->kick_read && ctx->fd >= 0 && w->view.conns[ctx->fd].ctx == ctx) {
+            conn_cut(w, ctx->fd, CONN_CUT_STOP);
+            next = w->all_ctx; /* the list changed under us */
+        }
+    }
     n -= w->n_conns;
     if (n)
         log_msg(LOG_INFO, "stop: cut off %u connection%s after shutdown_timeout (worker %u)", n,
