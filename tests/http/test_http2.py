@@ -468,3 +468,54 @@ def test_sigterm_sends_goaway_and_lets_streams_finish(make_server, tmp_path):
     assert 1 <= ticks < 50, out
     assert b"recv GOAWAY" in out and b"error_code=NO_ERROR" in out, out
     assert b"flags=0x01, stream_id=13" in out, out  # a frame with END_STREAM on the request's stream
+
+
+def tls_h2_site(port, port_off, root, tmp_path):
+    from test_tls import make_cert
+
+    make_cert(tmp_path, "default", "default.test", ["default.test"])
+    return (
+        "listener 127.0.0.1:%d {\n    tls = true\n}\n"
+        "listener 127.0.0.1:%d {\n    tls = true\n    http2 = false\n}\n"
+        "site {\n    tls_certificate = default.pem\n    tls_key = default.key\n"
+        "    handler /hello hello_world\n    handler /echo echo\n"
+        "    serve_files / {\n        path = %s\n    }\n}\n" % (port, port_off, root)
+    )
+
+
+def test_alpn_h2_over_tls(make_server, tmp_path):
+    import ssl
+
+    root = tmp_path / "wwwroot"
+    port, port_off = free_port(), free_port()
+    make_server(site=tls_h2_site(port, port_off, root, tmp_path))
+    (root / "1m.bin").write_bytes(MIB)
+    p = subprocess.run(
+        ["curl", "-sSk", "--http2", "-w", "\n%{http_version}", "https://127.0.0.1:%d/hello" % port],
+        capture_output=True,
+        timeout=20,
+    )
+    assert p.stdout == b"Hello, World!\n2", p.stderr
+    p = subprocess.run(["curl", "-sSk", "--http2", "https://127.0.0.1:%d/1m.bin" % port], capture_output=True, timeout=30)
+    assert p.stdout == MIB
+    p = subprocess.run(
+        ["curl", "-sSk", "--http2", "--data-binary", "over tls", "https://127.0.0.1:%d/echo" % port],
+        capture_output=True,
+        timeout=20,
+    )
+    assert p.stdout == b"over tls"
+    # ALPN offers h2 first, then http/1.1; with http2 = false only http/1.1
+    for prt, want in ((port, "h2"), (port_off, "http/1.1")):
+        c = ssl.create_default_context()
+        c.check_hostname = False
+        c.verify_mode = ssl.CERT_NONE
+        c.set_alpn_protocols(["h2", "http/1.1"])
+        with socket.create_connection(("127.0.0.1", prt), timeout=10) as s:
+            with c.wrap_socket(s, server_hostname="default.test") as t:
+                assert t.selected_alpn_protocol() == want
+    p = subprocess.run(
+        ["curl", "-sSk", "--http2", "-w", "\n%{http_version}", "https://127.0.0.1:%d/hello" % port_off],
+        capture_output=True,
+        timeout=20,
+    )
+    assert p.stdout == b"Hello, World!\n1.1"

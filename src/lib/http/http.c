@@ -340,6 +340,9 @@ static enum conn_verdict run(struct conn_ctx *ctx)
     hc->closing = hc->lingering = hc->mid_request = hc->after_proxy_hdr = false;
     hc->resp = NULL;
     bool first = true; /* no request came in this run yet */
+    /* HTTP/2 over TLS: ALPN chose it in the handshake that just ended */
+    if (unlikely(ctx->tls != NULL) && ctx->fresh && hw->cfg->h2_run && conn_tls_alpn_is(ctx, "h2"))
+        return hw->cfg->h2_run(ctx);
 
     for (;;) {
         struct http_head head;
@@ -488,7 +491,19 @@ static enum conn_verdict not_tls(struct conn_ctx *ctx)
     return CONN_LINGER;
 }
 
+/* ALPN: h2 first where the listener allows HTTP/2, then http/1.1. */
+static const char *alpn(const struct conn_ctx *ctx)
+{
+    const struct http_worker *hw = conn_worker_state(ctx);
+    const struct http_config *cfg = hw->cfg;
+    unsigned i = conn_listener(ctx);
+    if (cfg->h2_run && !(cfg->http2_off && i < cfg->n_proxy_protocol && cfg->http2_off[i]))
+        return "\x02h2\x08http/1.1";
+    return "\x08http/1.1";
+}
+
 const struct conn_proto http_proto = {
+    .alpn = alpn,
     .state_size = sizeof(struct http_conn),
     .run = run,
     .preamble = preamble,

@@ -123,6 +123,10 @@ struct conn_proto {
      * or CONN_LINGER (the bytes are still unread). Optional: without it
      * the connection just closes. */
     enum conn_verdict (*not_tls)(struct conn_ctx *ctx);
+    /* The ALPN protocols a TLS connection offers, in the wire format
+     * (length-prefixed names, best first: "\x02h2\x08http/1.1").
+     * Optional: without it, http/1.1. */
+    const char *(*alpn)(const struct conn_ctx *ctx);
     /* Work the protocol put off (buffered log lines): called on the worker
      * thread at its first wake-up in a later second after the protocol asked
      * with conn_want_tick(); an idle worker wakes for it. Optional. */
@@ -297,6 +301,8 @@ void conn_try_write(struct conn_ctx *ctx, const void *p, size_t len);
 bool conn_is_secure(const struct conn_ctx *ctx);
 const char *conn_tls_version(const struct conn_ctx *ctx);
 const char *conn_tls_server_name(const struct conn_ctx *ctx);
+/* Whether ALPN chose the protocol name (e.g. "h2") for the connection. */
+bool conn_tls_alpn_is(const struct conn_ctx *ctx, const char *name);
 /* Waiting without blocking: the coroutine is suspended, the worker goes on
  * with the other connections. While a connection waits this way it is in
  * no timeout queue (waiting is not stalling: the caller's own timeout

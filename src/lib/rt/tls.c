@@ -159,16 +159,19 @@ static int on_server_name(SSL *ssl, int *alert, void *arg)
     return SSL_TLSEXT_ERR_OK; /* unknown: the default site's certificate */
 }
 
-/* ALPN: http/1.1 when offered; otherwise no ALPN at all (as nginx). */
+/* ALPN: the first of the protocol's list (conn_proto.alpn, else
+ * http/1.1) that the client offers; none of them: no ALPN at all (as
+ * nginx). */
 static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
                    const unsigned char *in, unsigned inlen, void *arg)
 {
-    (void)ssl;
     (void)arg;
-    static const unsigned char ours[] = "\x08http/1.1";
+    const struct conn_ctx *ctx = SSL_get_app_data(ssl);
+    const struct conn_proto *proto = ctx ? ctx->worker->cfg->proto : NULL;
+    const char *ours = proto && proto->alpn ? proto->alpn(ctx) : "\x08http/1.1";
     unsigned char *sel;
-    if (SSL_select_next_proto(&sel, outlen, ours, sizeof(ours) - 1, in, inlen) !=
-        OPENSSL_NPN_NEGOTIATED)
+    if (SSL_select_next_proto(&sel, outlen, (const unsigned char *)ours, (unsigned)strlen(ours), in,
+                              inlen) != OPENSSL_NPN_NEGOTIATED)
         return SSL_TLSEXT_ERR_NOACK;
     *out = sel;
     return SSL_TLSEXT_ERR_OK;
@@ -407,6 +410,7 @@ int tls_accept(struct conn_ctx *ctx, struct tls_server *ts)
     }
     /* the connection owns it from here: conn_close() frees it */
     conn_worker_of(ctx)->conns[ctx->fd].tls = ssl;
+    SSL_set_app_data(ssl, ctx); /* for on_alpn(), during the handshake */
     /* bytes read before the handshake (behind a PROXY header) come first:
      * a memory BIO holds them until drained, then the socket's takes over */
     size_t early = ctx->in_len - ctx->in_pos;
@@ -437,6 +441,7 @@ int tls_accept(struct conn_ctx *ctx, struct tls_server *ts)
         }
         conn_wait_io(ctx, ctx->tls_want);
     }
+    SSL_set_app_data(ssl, NULL); /* the context is only lent */
     ctx->tls = ssl;
     conn_progress(ctx); /* the first request gets its own timeout */
     return 0;
@@ -717,5 +722,22 @@ const char *conn_tls_server_name(const struct conn_ctx *ctx)
 #else
     (void)ctx;
     return NULL;
+#endif
+}
+
+bool conn_tls_alpn_is(const struct conn_ctx *ctx, const char *name)
+{
+    if (ctx->parent)
+        ctx = ctx->parent;
+#ifdef COLIBRI_WITH_OPENSSL
+    const unsigned char *p;
+    unsigned len;
+    if (!ctx->tls)
+        return false;
+    SSL_get0_alpn_selected(ctx->tls, &p, &len);
+    return len == strlen(name) && !memcmp(p, name, len);
+#else
+    (void)name;
+    return false;
 #endif
 }
