@@ -5,15 +5,11 @@ into the build directory (beside COLIBRI_BIN); without a Go toolchain (or
 H2SPEC naming a binary) the test is skipped. The server answers GET / and
 POST / with 200 and a body, as h2spec needs.
 
-Two cases are known not to pass over h2c (one over TLS), and why:
-- 3.5/2 "Sends invalid connection preface": a cleartext listener speaks
-  HTTP/1.1 too, so "INVALID CONNECTION PREFACE" is a malformed HTTP/1.1
-  request and gets its 400 before the close, which h2spec reads as a
-  broken frame.
-- 5.1.1/2 "stream identifier numerically smaller than previous": nghttp2
-  ignores a HEADERS frame on an unknown stream below the last one rather
-  than ending the connection (nghttp2_session_on_request_headers_received
-  says why: it cannot tell such a stream from one it reset)."""
+One case is known not to pass over h2c, and why: 3.5/2 "Sends invalid
+connection preface": a cleartext listener speaks HTTP/1.1 too, so
+"INVALID CONNECTION PREFACE" is a malformed HTTP/1.1 request and gets its
+400 before the close, which h2spec reads as a broken frame. Over TLS
+(ALPN h2) all pass."""
 
 import os
 import re
@@ -26,10 +22,7 @@ import pytest
 from conftest import REPO, colibri_bin
 from rawhttp import TIME_SCALE
 
-KNOWN = {
-    "Sends invalid connection preface",
-    "Sends stream identifier that is numerically smaller than previous",
-}
+KNOWN = {"Sends invalid connection preface"}
 
 
 def h2spec_bin():
@@ -79,8 +72,7 @@ def test_h2spec_strict_h2c(make_server):
 
 
 def test_h2spec_strict_tls(make_server, tmp_path):
-    """Over TLS the preface goes to nghttp2 alone (ALPN chose h2): only the
-    stream identifier case is left."""
+    """Over TLS the preface goes to nghttp2 alone (ALPN chose h2): all pass."""
     from conftest import free_port
     from test_tls import make_cert
 
@@ -93,6 +85,5 @@ def test_h2spec_strict_tls(make_server, tmp_path):
     )
     make_server(site=site, threads="1")
     passed, failures, out = run_h2spec(exe, "127.0.0.1", port, "-t", "-k")
-    known_tls = KNOWN - {"Sends invalid connection preface"}
-    assert failures <= known_tls, out.split("Failures:")[-1][-4000:]
-    assert passed >= 146 - len(known_tls)
+    assert not failures, out.split("Failures:")[-1][-4000:]
+    assert passed == 146

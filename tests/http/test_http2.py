@@ -351,6 +351,32 @@ def test_goaway_on_bad_frames(h2srv):
     c.close()
 
 
+def test_headers_on_a_skipped_stream_id_is_a_connection_error(h2srv):
+    """RFC 9113 5.1.1: stream 5 opened, then 3 (which the client skipped)."""
+    c = H2(h2srv)
+    s5 = c.conn.get_next_available_stream_id() + 4
+    hdrs = [(":method", "GET"), (":path", "/hello"), (":scheme", "http"), (":authority", c.authority)]
+    for sid in (s5, s5 - 2):
+        block = c.conn.encoder.encode(hdrs)
+        frame = len(block).to_bytes(3, "big") + b"\x01\x05" + sid.to_bytes(4, "big") + block
+        c.sock.sendall(frame)
+    data = b""
+    while True:
+        d = c.sock.recv(65536)
+        if not d:
+            break
+        data += d
+    c.close()
+    # the frames back: find the GOAWAY (type 7) and its error code
+    i, goaway = 0, None
+    while i + 9 <= len(data):
+        n, t = int.from_bytes(data[i : i + 3], "big"), data[i + 3]
+        if t == 7:
+            goaway = int.from_bytes(data[i + 13 : i + 17], "big")
+        i += 9 + n
+    assert goaway == 1  # PROTOCOL_ERROR
+
+
 def test_bad_preface_closes(h2srv):
     s = socket.create_connection((h2srv.host, h2srv.port), timeout=5 * TIME_SCALE)
     s.sendall(b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n" + b"\x00" * 30)

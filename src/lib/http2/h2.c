@@ -31,6 +31,36 @@ static struct h2_stream *stream_of(nghttp2_session *s, int32_t id)
     return nghttp2_session_get_stream_user_data(s, id);
 }
 
+#define H2_GAPS 8
+static_assert(H2_GAPS == N_ELEMENTS(((struct h2_conn *)0)->gaps), "gaps");
+
+/* A frame begins: a HEADERS that would open a stream the client skipped
+ * before is a connection error (PROTOCOL_ERROR). */
+static int on_begin_frame(nghttp2_session *s, const nghttp2_frame_hd *hd, void *user)
+{
+    struct h2_conn *c = user;
+    int32_t id = hd->stream_id;
+    if (hd->type != NGHTTP2_HEADERS || !(id & 1))
+        return 0;
+    if (id > c->max_id) {
+        if (id > c->max_id + 2) { /* ids skipped: remembered, the oldest forgotten */
+            c->gaps[c->next_gap].lo = c->max_id + 2;
+            c->gaps[c->next_gap].hi = id - 2;
+            c->next_gap = (c->next_gap + 1) % H2_GAPS;
+            if (c->n_gaps < H2_GAPS)
+                c->n_gaps++;
+        }
+        c->max_id = id;
+        return 0;
+    }
+    for (unsigned i = 0; i < c->n_gaps; i++)
+        if (id >= c->gaps[i].lo && id <= c->gaps[i].hi && !nghttp2_session_find_stream(s, id)) {
+            nghttp2_session_terminate_session(s, NGHTTP2_PROTOCOL_ERROR);
+            break;
+        }
+    return 0;
+}
+
 static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *user)
 {
     struct h2_conn *c = user;
@@ -140,6 +170,7 @@ static nghttp2_session *session_new(struct h2_conn *c)
         nghttp2_session_callbacks_del(cb);
         return NULL;
     }
+    nghttp2_session_callbacks_set_on_begin_frame_callback(cb, on_begin_frame);
     nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
     nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);

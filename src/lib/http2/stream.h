@@ -22,6 +22,14 @@ struct h2_conn {
     unsigned n_streams;
     bool runnable; /* some stream is ready to run (h2_run_streams) */
     bool goaway;   /* sent for a stop */
+    /* the client's stream ids it skipped (RFC 9113 5.1.1: never to be
+     * opened later), the latest H2_GAPS ranges: nghttp2 ignores a HEADERS
+     * below the last id, as it cannot tell such an id from a closed one */
+    int32_t max_id;
+    unsigned n_gaps, next_gap;
+    struct {
+        int32_t lo, hi;
+    } gaps[8];
 };
 
 struct h2_stream {
