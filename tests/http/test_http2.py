@@ -425,6 +425,16 @@ def test_http2_false_keeps_505(make_server, tmp_path):
     assert p.stdout == b"Hello, World!"
 
 
+def test_preface_after_a_request_is_505(h2srv):
+    """Prior knowledge means the preface first: after an HTTP/1.1 request
+    it is an HTTP/1.1 request of a version colibri does not speak."""
+    with h2srv.conn(timeout=5.0) as c:
+        c.send(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\nPRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        assert c.read_response().body == b"Hello, World!"
+        assert c.read_response().status == 505
+        assert c.wait_closed(2.0)
+
+
 def run_config(tmp_path, text):
     conf = tmp_path / "h2.conf"
     conf.write_text(text)
