@@ -16,6 +16,7 @@ import h2.settings
 import pytest
 
 from conftest import colibri_bin, free_port
+from test_modules import greet_so  # noqa: F401 (the session fixture)
 from rawhttp import TIME_SCALE
 
 SITE = (
@@ -555,3 +556,42 @@ def test_alpn_h2_over_tls(make_server, tmp_path):
         timeout=20,
     )
     assert p.stdout == b"Hello, World!\n1.1"
+
+
+def test_forms_and_multipart_over_h2(make_server, tmp_path, greet_so):  # noqa: F811
+    """The form and upload handlers of tests/http/modules/greet.c, unchanged,
+    over streams: an urlencoded body and a multipart one with a part that
+    goes to a temporary file."""
+    import zlib
+
+    so = greet_so
+    uploads = tmp_path / "uploads"
+    uploads.mkdir()
+    site = "module %s\nsite {\n    handler /form form\n    handler /upload upload\n}\n" % so
+    srv = make_server(site=site, max_request_body="64M", temp_dir=str(uploads), multipart_memory_max="64k")
+    c = H2(srv)
+    form = b"name=Ada+Lovelace&note=1%2B1%3D2"
+    s = c.request(
+        "/form",
+        method="POST",
+        body=form,
+        headers=[("content-type", "application/x-www-form-urlencoded"), ("content-length", str(len(form)))],
+    )
+    (r,) = c.wait(s)
+    assert bytes(r["data"]) == b"name=[Ada Lovelace] note=[1+1=2]"
+    big = os.urandom(300 * 1024)
+    b = b"xBOUNDARYx"
+    body = (
+        b"--" + b + b'\r\nContent-Disposition: form-data; name="title"\r\n\r\nHello\r\n'
+        b"--" + b + b'\r\nContent-Disposition: form-data; name="f"; filename="f.bin"\r\n\r\n' + big + b"\r\n"
+        b"--" + b + b"--\r\n"
+    )
+    s = c.request("/upload", method="POST", body=body, headers=[("content-type", "multipart/form-data; boundary=" + b.decode())])
+    (r,) = c.wait(s, timeout=20)
+    assert r["headers"][":status"] == "200", r
+    out = bytes(r["data"]).decode().splitlines()
+    assert out[0] == "name=title filename=- type=text/plain size=5 adler32=%08x in=memory links=-" % zlib.adler32(b"Hello")
+    assert out[1].startswith("name=f filename=f.bin type=text/plain size=%d adler32=%08x in=file"
+                             % (len(big), zlib.adler32(big))), out
+    assert out[2] == "end"
+    c.close()
