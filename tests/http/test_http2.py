@@ -595,3 +595,27 @@ def test_forms_and_multipart_over_h2(make_server, tmp_path, greet_so):  # noqa: 
                              % (len(big), zlib.adler32(big))), out
     assert out[2] == "end"
     c.close()
+
+
+def test_an_answer_held_for_the_request_end(make_server, tmp_path):
+    """A 2xx answer to a request whose client has not ended it waits for
+    that end (what comes meanwhile is read and dropped); such answers do
+    not keep an idle connection from its keep-alive timeout."""
+    root = tmp_path / "wwwroot"
+    srv = make_server(site=SITE % root, keep_alive_timeout="1s", request_timeout="10s")
+    c = H2(srv)
+    s = c.request("/hello", end=False)
+    c.pump(lambda: len(c.streams[s]["data"]) == 13)
+    time.sleep(0.2)
+    c.pump(lambda: True)
+    assert not c.streams[s]["ended"]
+    c.conn.send_data(s, b"ignored", end_stream=True)
+    c.flush()
+    (r,) = c.wait(s)
+    assert r["ended"] and bytes(r["data"]) == b"Hello, World!"
+    s = c.request("/hello", end=False)
+    c.pump(lambda: len(c.streams[s]["data"]) == 13)
+    t0 = time.monotonic()
+    c.pump(lambda: c.closed, timeout=10)
+    assert time.monotonic() - t0 < 5 * TIME_SCALE
+    c.close()

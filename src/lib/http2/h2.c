@@ -281,7 +281,9 @@ enum conn_verdict h2_run(struct conn_ctx *ctx)
         if (!nghttp2_session_want_read(c->s) && !nghttp2_session_want_write(c->s))
             break;
         ctx->in_pos = ctx->in_len = 0;
-        ssize_t got = conn_read_or_sub(ctx, c->n_streams > 0);
+        /* requests at work: their own waits bound the time; none (only
+         * answers waiting for the client): the keep-alive timeout */
+        ssize_t got = conn_read_or_sub(ctx, c->n_running > 0);
         if (got == -EINTR) { /* a stream the worker resumed: see to it */
             c->runnable = true;
             n = 0;

@@ -551,6 +551,7 @@ static void start(struct h2_conn *c, struct h2_stream *st)
         return;
     }
     st->ready = true;
+    c->n_running++;
 }
 
 void h2_run_streams(struct h2_conn *c)
@@ -571,6 +572,7 @@ void h2_run_streams(struct h2_conn *c)
                     if (st->closed) { /* reset while its handler waits: it ends now */
                         conn_sub_end(st->sub, CONN_CUT_PEER);
                         st->sub = NULL;
+                        c->n_running--;
                     }
                 } else {
                     conn_sub_resume(st->sub);
@@ -585,6 +587,7 @@ void h2_run_streams(struct h2_conn *c)
                 conn_sub_end(st->sub, CONN_CUT_PEER);
                 st->sub = NULL;
                 st->handler_done = true;
+                c->n_running--;
             }
             if (!st->sub && st->closed)
                 h2_stream_free(st);
@@ -599,6 +602,7 @@ void h2_end_streams(struct h2_conn *c)
         if (st->sub) {
             conn_sub_end(st->sub, CONN_CUT_PEER);
             st->sub = NULL;
+            c->n_running--;
         }
     }
 }

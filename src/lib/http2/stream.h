@@ -20,8 +20,9 @@ struct h2_conn {
     const struct http_config *cfg;
     struct h2_stream *streams; /* every stream not freed yet */
     unsigned n_streams;
-    bool runnable; /* some stream is ready to run (h2_run_streams) */
-    bool goaway;   /* sent for a stop */
+    unsigned n_running; /* streams whose request runs (in its sub-context) */
+    bool runnable;      /* some stream is ready to run (h2_run_streams) */
+    bool goaway;        /* sent for a stop */
     /* the client's stream ids it skipped (RFC 9113 5.1.1: never to be
      * opened later), the latest H2_GAPS ranges: nghttp2 ignores a HEADERS
      * below the last id, as it cannot tell such an id from a closed one */
