@@ -619,3 +619,47 @@ def test_an_answer_held_for_the_request_end(make_server, tmp_path):
     c.pump(lambda: c.closed, timeout=10)
     assert time.monotonic() - t0 < 5 * TIME_SCALE
     c.close()
+
+
+def test_a_head_over_max_request_head_is_431(h2srv):
+    """The header list is held to max_request_head (8k here), as HTTP/1.1's
+    head is, and the connection goes on."""
+    c = H2(h2srv)
+    (r,) = c.wait(c.request("/hello", headers=[("x-big", "a" * 9000)]))
+    assert r["headers"][":status"] == "431"
+    (r,) = c.wait(c.request("/hello"))
+    assert bytes(r["data"]) == b"Hello, World!"
+    c.close()
+
+
+def test_continuation_flood_ends_the_connection(h2srv):
+    """A header block in more CONTINUATION frames than allowed
+    (CVE-2024-28182): the connection ends, no request runs, others are
+    served."""
+    c = H2(h2srv)
+    c.pump(lambda: c.conn.remote_settings.max_concurrent_streams > 0)
+    hdrs = [(":method", "GET"), (":path", "/hello"), (":scheme", "http"), (":authority", c.authority)]
+    hdrs += [("x-%d" % i, "v") for i in range(40)]
+    block = c.conn.encoder.encode(hdrs)
+    sid = 1
+    frames = len(block[:1]).to_bytes(3, "big") + b"\x01\x00" + sid.to_bytes(4, "big") + block[:1]
+    for i in range(1, len(block)):
+        flags = b"\x04" if i == len(block) - 1 else b"\x00"
+        frames += b"\x00\x00\x01\x09" + flags + sid.to_bytes(4, "big") + block[i : i + 1]
+    try:
+        c.sock.sendall(frames)
+    except OSError:
+        pass
+    data = b""
+    try:
+        while True:
+            d = c.sock.recv(65536)
+            if not d:
+                break
+            data += d
+    except ConnectionResetError:
+        pass
+    c.close()
+    assert b"Hello, World!" not in data
+    p = curl(h2srv.url + "/hello")
+    assert p.stdout == b"Hello, World!"
