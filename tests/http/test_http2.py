@@ -663,3 +663,35 @@ def test_continuation_flood_ends_the_connection(h2srv):
     assert b"Hello, World!" not in data
     p = curl(h2srv.url + "/hello")
     assert p.stdout == b"Hello, World!"
+
+
+def test_a_zero_window_stalls_its_stream_only(make_server, tmp_path):
+    """The client opens no window for the 1 MiB answer: that stream stops,
+    the others are served, and it is reset at request_timeout."""
+    root = tmp_path / "wwwroot"
+    srv = make_server(site=SITE % root, request_timeout="1s")
+    (root / "1m.bin").write_bytes(MIB)
+    c = H2(srv)
+    c.conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
+    c.flush()
+    big = c.request("/1m.bin")
+    hello = c.request("/hello")
+    c.pump(lambda: c.streams[hello]["headers"] is not None)
+    c.conn.increment_flow_control_window(13, stream_id=hello)
+    c.flush()
+    t0 = time.monotonic()
+    (r,) = c.wait(hello)
+    assert bytes(r["data"]) == b"Hello, World!"
+    assert time.monotonic() - t0 < 0.8 * TIME_SCALE
+    (r,) = c.wait(big, timeout=10)
+    assert r["reset"] == 8 and not r["data"], r  # CANCEL, nothing sent
+    c.close()
+
+
+def test_websocket_upgrade_is_refused_on_a_stream(make_server, tmp_path):
+    """No RFC 8441 yet: colibri_ws_upgrade() answers 501 on HTTP/2."""
+    srv = make_server(site="site {\n    handler /ws ws_echo\n}\n")
+    c = H2(srv)
+    (r,) = c.wait(c.request("/ws", headers=[("upgrade", "websocket")]))
+    assert r["headers"][":status"] == "501"
+    c.close()
