@@ -695,3 +695,23 @@ def test_websocket_upgrade_is_refused_on_a_stream(make_server, tmp_path):
     (r,) = c.wait(c.request("/ws", headers=[("upgrade", "websocket")]))
     assert r["headers"][":status"] == "501"
     c.close()
+
+
+def test_reload_new_streams_take_the_new_config(make_server, tmp_path):
+    """SIGHUP on a kept HTTP/2 connection: a stream in flight finishes on
+    the old config, the streams opened after it see the new routes."""
+    from test_reload import reload
+
+    root = tmp_path / "wwwroot"
+    srv = make_server(site=SITE % root, threads="1")
+    c = H2(srv)
+    (r,) = c.wait(c.request("/new"))
+    assert r["headers"][":status"] == "404"  # not yet
+    sse = c.request("/sse?count=3&interval=400")
+    c.pump(lambda: len(c.streams[sse]["data"]) > 0)
+    reload(srv, srv.config.read_text().replace("handler /hello hello_world", "handler /hello hello_world\n    handler /new hello_world"))
+    (r,) = c.wait(c.request("/new"))
+    assert bytes(r["data"]) == b"Hello, World!"
+    (r,) = c.wait(sse)
+    assert r["ended"] and r["data"].count(b"event: tick") == 3
+    c.close()

@@ -47,7 +47,7 @@ void h2_stream_header(struct h2_stream *st, const char *name, size_t nlen, const
     /* the head's limit, as HTTP/1.1's (advertised as
      * SETTINGS_MAX_HEADER_LIST_SIZE): beyond it, a 431 */
     if (st->lines.len + st->cookies.len + st->pseudo.len + nlen + vlen + 4 >
-        st->c->cfg->limits.max_head) {
+        h2_cfg(st->c)->limits.max_head) {
         st->too_large = true;
         return;
     }
@@ -153,7 +153,7 @@ static int build_head(struct h2_stream *st, struct http_conn *hc, struct http_he
     if (!known)
         return 501;
     struct view t = h->target;
-    if (t.len > st->c->cfg->limits.max_target)
+    if (t.len > h2_cfg(st->c)->limits.max_target)
         return 414;
     if (t.len == 1 && t.p[0] == '*') {
         if (h->method != COLIBRI_OPTIONS)
@@ -355,7 +355,7 @@ static void wait_conn(struct conn_ctx *sub, struct h2_stream *st)
     if (!st->closed) {
         /* the client has request_timeout to send what it waits for (or
          * to open the window for it): it stalls no longer */
-        const struct http_config *cfg = st->c->cfg;
+        const struct http_config *cfg = h2_cfg(st->c);
         st->in_wait = true;
         int r = conn_wait_fd(sub, -1, 0, (int)cfg->request_timeout_s * 1000);
         st->in_wait = false;

@@ -9,6 +9,7 @@
 
 #include "base/strbuf.h"
 #include "http/http.h"
+#include "http/request.h"
 #include "rt/conn.h"
 
 struct h2_stream;
@@ -32,6 +33,15 @@ struct h2_conn {
         int32_t lo, hi;
     } gaps[8];
 };
+
+/* The config a new stream reads: the worker's current one (a reload
+ * changes it between two streams, as between two HTTP/1.1 requests);
+ * c->cfg is the one the connection's settings came from. */
+static inline const struct http_config *h2_cfg(const struct h2_conn *c)
+{
+    const struct http_worker *hw = conn_worker_state(c->ctx);
+    return hw->cfg;
+}
 
 struct h2_stream {
     int32_t id;
