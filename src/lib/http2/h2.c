@@ -159,7 +159,7 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *
     return 0;
 }
 
-static nghttp2_session *session_new(struct h2_conn *c)
+nghttp2_session *h2_session_new(struct h2_conn *c)
 {
     nghttp2_session_callbacks *cb;
     nghttp2_option *opt;
@@ -234,7 +234,7 @@ enum conn_verdict h2_run(struct conn_ctx *ctx)
         return CONN_CLOSE;
     c->ctx = ctx;
     c->cfg = cfg;
-    if (!(c->s = session_new(c))) {
+    if (!(c->s = h2_session_new(c))) {
         free(c);
         return CONN_CLOSE;
     }

@@ -105,12 +105,10 @@ static enum colibri_method method_of(struct view m, bool *known)
     return COLIBRI_GET;
 }
 
-/* The stream's head as the HTTP/1.1 parser would have made it, in the
- * request's arena: 0, or the status that answers it. */
-static int build_head(struct h2_stream *st, struct http_conn *hc, struct http_head *h)
+int h2_build_head(struct h2_stream *st, struct arena *ar, struct http_head *h)
 {
     size_t total = st->lines.len + st->cookies.len + 12 + st->pseudo.len + 1;
-    char *a = arena_alloc(&hc->arena, total);
+    char *a = arena_alloc(ar, total);
     if (!a)
         return 500;
     char *ps = a;
@@ -461,7 +459,7 @@ static void stream_main(struct conn_ctx *sub, void *arg)
     strbuf_reset(&hc->hdrs);
     strbuf_reset(&hc->reqbody);
     struct http_head head;
-    int status = build_head(st, hc, &head);
+    int status = h2_build_head(st, &hc->arena, &head);
     struct colibri_request req = {
         .ctx = sub,
         .hc = hc,

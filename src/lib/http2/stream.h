@@ -91,6 +91,15 @@ void h2_stream_ready(struct h2_stream *st);
 /* Freed: not before it is closed and its request ended. */
 void h2_stream_free(struct h2_stream *st);
 
+/* The stream's head as the HTTP/1.1 parser would have made it, in ar
+ * (its views point there): 0, or the status that answers it (400, 414,
+ * 431, 501, 500). */
+int h2_build_head(struct h2_stream *st, struct arena *ar, struct http_head *h);
+
+/* A server session whose callbacks collect c's streams (h2.c); NULL when
+ * out of memory. Used by h2_run(), and by the fuzz target alone. */
+nghttp2_session *h2_session_new(struct h2_conn *c);
+
 /* The connection's side: starts the streams whose head came, resumes
  * those that are ready, ends the requests that finished, frees the
  * streams done with; h2_end_streams() ends them all (the connection
