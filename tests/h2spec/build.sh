@@ -23,5 +23,6 @@ cd "$work"
     github.com/spf13/cobra@v0.0.3 \
     github.com/spf13/pflag@v1.0.3 \
     golang.org/x/net@v0.0.0-20181102091132-c10e9556a7bc \
-    golang.org/x/sys@v0.0.0-20181107165924-66b7b1311ac8
+    golang.org/x/sys@v0.0.0-20181107165924-66b7b1311ac8 \
+    golang.org/x/text@v0.3.0
 "$GO" build -o "$out/h2spec" github.com/summerwind/h2spec/cmd/h2spec
