@@ -715,3 +715,42 @@ def test_reload_new_streams_take_the_new_config(make_server, tmp_path):
     (r,) = c.wait(sse)
     assert r["ended"] and r["data"].count(b"event: tick") == 3
     c.close()
+
+
+def test_provoked_stream_errors_end_the_connection(h2srv):
+    """Streams the client makes the server reset (MadeYouReset,
+    CVE-2025-8671: here HEADERS without :path), past a bounded rate: GOAWAY
+    ENHANCE_YOUR_CALM; other clients are served."""
+    c = H2(h2srv)
+    c.pump(lambda: c.conn.remote_settings.max_concurrent_streams > 0)
+    hdrs = [(":method", "GET"), (":scheme", "http"), (":authority", c.authority)]
+    frames = b""
+    for i in range(400):
+        block = c.conn.encoder.encode(hdrs)
+        sid = 1 + 2 * i
+        frames += len(block).to_bytes(3, "big") + b"\x01\x05" + sid.to_bytes(4, "big") + block
+    try:
+        c.sock.sendall(frames)
+    except OSError:
+        pass
+    data = b""
+    try:
+        while True:
+            d = c.sock.recv(65536)
+            if not d:
+                break
+            data += d
+    except ConnectionResetError:
+        pass
+    c.close()
+    i, resets, goaway = 0, 0, None
+    while i + 9 <= len(data):
+        n, t = int.from_bytes(data[i : i + 3], "big"), data[i + 3]
+        if t == 3:
+            resets += 1
+        if t == 7:
+            goaway = int.from_bytes(data[i + 13 : i + 17], "big")
+        i += 9 + n
+    assert goaway == 11 and 150 <= resets <= 250, (goaway, resets)
+    p = curl(h2srv.url + "/hello")
+    assert p.stdout == b"Hello, World!"

@@ -134,9 +134,32 @@ static int on_data_chunk_recv(nghttp2_session *s, uint8_t flags, int32_t id, con
     return 0;
 }
 
+/* Stream errors the client provokes (MadeYouReset, CVE-2025-8671:
+ * Debian's nghttp2 counts only the resets the client sends). */
+#define H2_PROVOKED_BURST 200
+#define H2_PROVOKED_RATE  20
+
+static void provoked(nghttp2_session *s, struct h2_conn *c)
+{
+    uint64_t now = conn_now_ms(c->ctx);
+    uint64_t add = (now - c->provoked_ms) * H2_PROVOKED_RATE / 1000;
+    if (add) {
+        c->provoked_tokens = (uint32_t)MIN((uint64_t)H2_PROVOKED_BURST, c->provoked_tokens + add);
+        c->provoked_ms = now;
+    }
+    if (c->provoked_tokens) {
+        c->provoked_tokens--;
+        return;
+    }
+    LOG_LIMITED(LOG_INFO, "http2: too many stream errors on a connection: GOAWAY");
+    nghttp2_session_terminate_session(s, NGHTTP2_ENHANCE_YOUR_CALM);
+}
+
 static int on_frame_send(nghttp2_session *s, const nghttp2_frame *f, void *user)
 {
-    (void)user;
+    struct h2_conn *c = user;
+    if (f->hd.type == NGHTTP2_RST_STREAM && f->rst_stream.error_code != NGHTTP2_NO_ERROR)
+        provoked(s, c);
     if ((f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) ||
         !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
         return 0;
@@ -234,6 +257,8 @@ enum conn_verdict h2_run(struct conn_ctx *ctx)
         return CONN_CLOSE;
     c->ctx = ctx;
     c->cfg = cfg;
+    c->provoked_tokens = H2_PROVOKED_BURST;
+    c->provoked_ms = conn_now_ms(ctx);
     if (!(c->s = h2_session_new(c))) {
         free(c);
         return CONN_CLOSE;

@@ -24,6 +24,11 @@ struct h2_conn {
     unsigned n_running; /* streams whose request runs (in its sub-context) */
     bool runnable;      /* some stream is ready to run (h2_run_streams) */
     bool goaway;        /* sent for a stop */
+    /* stream errors the client provoked (RST_STREAM sent, but NO_ERROR):
+     * a bucket of H2_PROVOKED_BURST, refilled at H2_PROVOKED_RATE a
+     * second; empty, the connection ends (MadeYouReset, CVE-2025-8671) */
+    uint32_t provoked_tokens;
+    uint64_t provoked_ms;
     /* the client's stream ids it skipped (RFC 9113 5.1.1: never to be
      * opened later), the latest H2_GAPS ranges: nghttp2 ignores a HEADERS
      * below the last id, as it cannot tell such an id from a closed one */
