@@ -754,3 +754,45 @@ def test_provoked_stream_errors_end_the_connection(h2srv):
     assert goaway == 11 and 150 <= resets <= 250, (goaway, resets)
     p = curl(h2srv.url + "/hello")
     assert p.stdout == b"Hello, World!"
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(next(l for l in f if l.startswith("VmRSS:")).split()[1])
+
+
+def test_ping_flood_from_a_client_that_never_reads(make_server, tmp_path):
+    """PINGs (and SETTINGS) sent as fast as possible by a client that reads
+    nothing: the answers fill the socket, the server stops reading that
+    connection, its memory stays bounded, others are served, and the
+    connection ends at request_timeout."""
+    import threading
+
+    root = tmp_path / "wwwroot"
+    srv = make_server(site=SITE % root, request_timeout="2s", threads="1")
+    s = socket.create_connection((srv.host, srv.port), timeout=10)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    ping = b"\x00\x00\x08\x06\x00\x00\x00\x00\x00" + b"12345678"
+    settings = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + settings)
+    before = rss_kb(srv.proc.pid)
+    sent = [0]
+
+    def flood():
+        try:
+            for _ in range(2000):  # 37 MB, more than any socket buffers
+                s.sendall((ping * 50 + settings * 10) * 20)
+                sent[0] += 1
+        except OSError:
+            pass
+
+    t = threading.Thread(target=flood, daemon=True)
+    t.start()
+    time.sleep(1.0 * TIME_SCALE)
+    p = curl(srv.url + "/hello")
+    assert p.stdout == b"Hello, World!"
+    t.join(20 * TIME_SCALE)
+    assert not t.is_alive(), "the connection was never ended"
+    assert sent[0] < 2000  # it stopped taking them, then ended the connection
+    assert rss_kb(srv.proc.pid) - before < 32 * 1024
+    s.close()
