@@ -764,7 +764,7 @@ def rss_kb(pid):
 def test_ping_flood_from_a_client_that_never_reads(make_server, tmp_path):
     """PINGs (and SETTINGS) sent as fast as possible by a client that reads
     nothing: the answers fill the socket, the server stops reading that
-    connection, its memory stays bounded, others are served, and the
+    connection, its memory stays bounded (8 MiB; 300 KiB measured), others are served, and the
     connection ends at request_timeout."""
     import threading
 
@@ -794,5 +794,10 @@ def test_ping_flood_from_a_client_that_never_reads(make_server, tmp_path):
     t.join(20 * TIME_SCALE)
     assert not t.is_alive(), "the connection was never ended"
     assert sent[0] < 2000  # it stopped taking them, then ended the connection
-    assert rss_kb(srv.proc.pid) - before < 32 * 1024
+    # ASan's quarantine keeps what was freed: a looser bound there
+    from test_modules import sanitized_build
+
+    grown = rss_kb(srv.proc.pid) - before
+    print("RSS grew by %d KiB" % grown)
+    assert grown < (128 if sanitized_build() else 8) * 1024
     s.close()
