@@ -48,8 +48,7 @@ static void check_head(struct h2_stream *st)
             abort();
         struct view v;
         http_header_find(h.headers, "content-type", 12, &v);
-    } else if (status != 400 && status != 414 && status != 431 && status != 501 &&
-               status != 500) {
+    } else if (status != 400 && status != 414 && status != 431 && status != 501 && status != 500) {
         abort();
     }
     arena_free(&ar);

@@ -138,41 +138,6 @@ ssize_t conn_read(struct conn_ctx *ctx, bool may_idle)
     }
 }
 
-ssize_t conn_read_or_sub(struct conn_ctx *ctx, bool busy)
-{
-    for (;;) {
-        if (ctx->sub_kick) {
-            ctx->sub_kick = false;
-            return -EINTR;
-        }
-        ssize_t n = conn_read(ctx, true);
-        if (n != -EAGAIN)
-            return n;
-        conn_flush(ctx);
-        if (ctx->sub_kick)
-            continue;
-        ctx->kick_read = true;
-        ctx->read_untimed = busy;
-        wait_for(ctx, CONN_WAIT_READ);
-        ctx->kick_read = false;
-    }
-}
-
-void conn_sub_wait(struct conn_ctx *sub)
-{
-    coro_yield(sub->coro, CONN_WAIT_PARENT);
-    sub->waiting = 0;
-}
-
-int conn_sub_resume(struct conn_ctx *sub)
-{
-    if (sub->waiting == CONN_WAIT_TIMER || sub->waiting == CONN_WAIT_FD)
-        return sub->waiting; /* the worker resumes it */
-    int r = coro_resume(sub->coro);
-    sub->waiting = (uint8_t)(r > 0 ? r : 0);
-    return r;
-}
-
 bool conn_park(struct conn_ctx *ctx)
 {
     if (ctx->worker->stopping || ctx->out.cap > CONN_KEEP_BUF_MAX)

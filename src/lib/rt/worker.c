@@ -174,63 +174,14 @@ static void ctx_put(struct worker *w, struct conn_ctx *ctx)
     w->n_free_ctx++;
 }
 
-/* --- sub-contexts (rt/conn.h) -------------------------------------------- */
-
-static char sub_transport; /* a sub-context's ctx->tls: its I/O takes the slow paths */
-
-static void sub_main(struct coro *coro, void *arg)
+/* sub.c's way to the pool (the connections' own stays inline here). */
+struct conn_ctx *worker_ctx_get(struct worker *w)
 {
-    struct conn_ctx *sub = arg;
-    (void)coro;
-    sub->sub_fn(sub, sub->sub_arg);
+    return ctx_get(w);
 }
-
-struct conn_ctx *conn_sub_new(struct conn_ctx *parent, const struct conn_sub_ops *ops,
-                              void (*fn)(struct conn_ctx *sub, void *arg), void *arg)
+void worker_ctx_put(struct worker *w, struct conn_ctx *ctx)
 {
-    struct worker *w = parent->worker;
-    struct conn_ctx *ctx = ctx_get(w);
-    if (!ctx)
-        return NULL;
-    ctx->fd = parent->fd;
-    ctx->tls = &sub_transport;
-    ctx->parent = parent;
-    ctx->sub_ops = ops;
-    ctx->sub_fn = fn;
-    ctx->sub_arg = arg;
-    ctx->in_pos = ctx->in_len = 0;
-    ctx->last_read_full = false;
-    ctx->new_deadline = false;
-    ctx->waiting = 0;
-    ctx->unsent = 0;
-    ctx->verdict = CONN_KEEP;
-    ctx->fresh = false;
-    coro_reset(ctx->coro, sub_main, ctx);
-    ctx->sub_prev = NULL;
-    ctx->sub_next = parent->subs;
-    if (parent->subs)
-        parent->subs->sub_prev = ctx;
-    parent->subs = ctx;
-    return ctx;
-}
-
-void conn_sub_end(struct conn_ctx *sub, enum conn_cut why)
-{
-    struct worker *w = sub->worker;
-    struct conn_ctx *p = sub->parent;
-    if (sub->sub_prev)
-        sub->sub_prev->sub_next = sub->sub_next;
-    else
-        p->subs = sub->sub_next;
-    if (sub->sub_next)
-        sub->sub_next->sub_prev = sub->sub_prev;
-    sub->sub_prev = sub->sub_next = NULL;
-    if (w->cfg->proto->abandon)
-        w->cfg->proto->abandon(sub, why);
-    wait_cleanup(w, sub);
-    /* runs the defers of a coroutine suspended mid-request */
-    coro_reset(sub->coro, conn_coro_main, sub);
-    ctx_put(w, sub);
+    ctx_put(w, ctx);
 }
 
 /* --- connections ---------------------------------------------------------- */
@@ -359,8 +310,7 @@ static __attribute__((noinline)) void after_resume_slow(struct worker *w, int fd
         }
         ctx->waiting = (uint8_t)r;
         if (unlikely(ctx->kick_read)) {
-            /* conn_read_or_sub(): between requests, the keep-alive
-             * timeout; with requests at work, none (theirs run) */
+            /* conn_read_or_sub(): keep-alive timeout, none while requests run */
             tq_remove(&w->idle_q, (uint32_t)fd);
             tq_remove(&w->req_q, (uint32_t)fd);
             if (!ctx->read_untimed)
@@ -511,8 +461,7 @@ static inline struct conn_ctx *timer_ctx(struct timer *t)
     return (struct conn_ctx *)((char *)t - offsetof(struct conn_ctx, timer));
 }
 
-/* A sub-context the worker resumed yielded or ended: its connection's
- * coroutine is told, and resumed if it waits for that (conn_read_or_sub). */
+/* A sub-context the worker resumed yielded or ended: kick its connection. */
 static __attribute__((noinline)) void sub_resumed(struct worker *w, struct conn_ctx *sub, int r)
 {
     sub->waiting = (uint8_t)(r > 0 ? r : 0);
@@ -522,8 +471,7 @@ static __attribute__((noinline)) void sub_resumed(struct worker *w, struct conn_
         after_resume(w, p->fd, coro_resume(p->coro));
 }
 
-/* Ends the wait of ctx (a connection's context, or a sub-context) with
- * result and resumes it. */
+/* Ends ctx's wait (a connection's, or a sub-context's) with result; resumes it. */
 static void wait_end(struct worker *w, struct conn_ctx *ctx, int result)
 {
     wait_cleanup(w, ctx);
