@@ -347,6 +347,9 @@ bool colibri_req_has_body(const struct colibri_request *req);
 /* The raw header block, for debugging handlers like echo. */
 struct colibri_str colibri_req_headers_raw(const struct colibri_request *req);
 int colibri_req_http_minor(const struct colibri_request *req);
+/* The protocol the request came by: "HTTP/1.0", "HTTP/1.1" or "HTTP/2.0"
+ * (then colibri_req_http_minor() says 1). */
+const char *colibri_req_protocol(const struct colibri_request *req);
 /* "127.0.0.1" or "::1" into buf (the address accept() gave, or the one a
  * PROXY header named); 0, -ENOSPC when buf is too small, -ENOTCONN when
  * unknown. */

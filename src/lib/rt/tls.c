@@ -169,16 +169,19 @@ static int on_server_name(SSL *ssl, int *alert, void *arg)
     return SSL_TLSEXT_ERR_OK; /* unknown: the default site's certificate */
 }
 
-/* ALPN: http/1.1 when offered; otherwise no ALPN at all (as nginx). */
+/* ALPN: the first of the protocol's list (conn_proto.alpn, else
+ * http/1.1) that the client offers; none of them: no ALPN at all (as
+ * nginx). */
 static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
                    const unsigned char *in, unsigned inlen, void *arg)
 {
-    (void)ssl;
     (void)arg;
-    static const unsigned char ours[] = "\x08http/1.1";
+    const struct conn_ctx *ctx = SSL_get_app_data(ssl);
+    const struct conn_proto *proto = ctx ? ctx->worker->cfg->proto : NULL;
+    const char *ours = proto && proto->alpn ? proto->alpn(ctx) : "\x08http/1.1";
     unsigned char *sel;
-    if (SSL_select_next_proto(&sel, outlen, ours, sizeof(ours) - 1, in, inlen) !=
-        OPENSSL_NPN_NEGOTIATED)
+    if (SSL_select_next_proto(&sel, outlen, (const unsigned char *)ours, (unsigned)strlen(ours), in,
+                              inlen) != OPENSSL_NPN_NEGOTIATED)
         return SSL_TLSEXT_ERR_NOACK;
     *out = sel;
     return SSL_TLSEXT_ERR_OK;
@@ -439,6 +442,7 @@ int tls_accept(struct conn_ctx *ctx, struct tls_server *ts)
     }
     /* the connection owns it from here: conn_close() frees it */
     conn_worker_of(ctx)->conns[ctx->fd].tls = ssl;
+    SSL_set_app_data(ssl, ctx); /* for on_alpn(), during the handshake */
     /* bytes read before the handshake (behind a PROXY header) come first:
      * a memory BIO holds them until drained, then the socket's takes over */
     size_t early = ctx->in_len - ctx->in_pos;
@@ -474,6 +478,7 @@ int tls_accept(struct conn_ctx *ctx, struct tls_server *ts)
         }
         conn_wait_io(ctx, ctx->tls_want);
     }
+    SSL_set_app_data(ssl, NULL); /* the context is only lent */
     /* one read() per request from here: without read-ahead OpenSSL reads
      * a record's 5-byte header and then its body, two system calls each
      * time. Not during the handshake: with bytes read before it (behind a
@@ -577,7 +582,7 @@ bool tls_pending(const struct conn_ctx *ctx)
 {
     /* SSL_pending() counts decrypted bytes only; with read-ahead, whole
      * records may wait undecrypted in OpenSSL's buffer too */
-    return ctx->tls && SSL_has_pending(ctx->tls);
+    return ctx->tls && !ctx->sub_ops && SSL_has_pending(ctx->tls);
 }
 
 void tls_try_write(struct conn_ctx *ctx, const void *p, size_t len)
@@ -751,11 +756,15 @@ bool tls_ktls_probe(const char *ulp_list)
 
 bool conn_is_secure(const struct conn_ctx *ctx)
 {
+    if (ctx->parent) /* a sub-context: its connection's */
+        ctx = ctx->parent;
     return ctx->tls != NULL;
 }
 
 const char *conn_tls_version(const struct conn_ctx *ctx)
 {
+    if (ctx->parent)
+        ctx = ctx->parent;
 #ifdef COLIBRI_WITH_OPENSSL
     return ctx->tls ? SSL_get_version(ctx->tls) : NULL;
 #else
@@ -766,6 +775,8 @@ const char *conn_tls_version(const struct conn_ctx *ctx)
 
 const char *conn_tls_server_name(const struct conn_ctx *ctx)
 {
+    if (ctx->parent)
+        ctx = ctx->parent;
 #ifdef COLIBRI_WITH_OPENSSL
     return ctx->tls ? SSL_get_servername(ctx->tls, TLSEXT_NAMETYPE_host_name) : NULL;
 #else
@@ -776,6 +787,8 @@ const char *conn_tls_server_name(const struct conn_ctx *ctx)
 
 const char *conn_tls_cipher(const struct conn_ctx *ctx)
 {
+    if (ctx->parent)
+        ctx = ctx->parent;
 #ifdef COLIBRI_WITH_OPENSSL
     return ctx->tls ? SSL_get_cipher_name((SSL *)ctx->tls) : NULL;
 #else
@@ -786,10 +799,29 @@ const char *conn_tls_cipher(const struct conn_ctx *ctx)
 
 bool conn_tls_resumed(const struct conn_ctx *ctx)
 {
+    if (ctx->parent)
+        ctx = ctx->parent;
 #ifdef COLIBRI_WITH_OPENSSL
     return ctx->tls && SSL_session_reused(ctx->tls);
 #else
     (void)ctx;
+    return false;
+#endif
+}
+
+bool conn_tls_alpn_is(const struct conn_ctx *ctx, const char *name)
+{
+    if (ctx->parent)
+        ctx = ctx->parent;
+#ifdef COLIBRI_WITH_OPENSSL
+    const unsigned char *p;
+    unsigned len;
+    if (!ctx->tls)
+        return false;
+    SSL_get0_alpn_selected(ctx->tls, &p, &len);
+    return len == strlen(name) && !memcmp(p, name, len);
+#else
+    (void)name;
     return false;
 #endif
 }

@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "http2/h2.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "builtins.h"
@@ -60,6 +61,8 @@ struct colibri_server *colibri_server_new(void)
     };
     srv->http = (struct http_config){
         .limits = HTTP_LIMITS_DEFAULT,
+        .h2_max_streams = 128,
+        .h2_window = 1 << 20,
         .max_body = 1 << 20,
         .body_timeout_s = 60,
         .body_rate_grace_s = 10,
@@ -514,22 +517,26 @@ static uint32_t raise_fd_limit(void)
 
 size_t server_listener_tables(unsigned n)
 {
-    return ((2 * (size_t)n + 1) & ~(size_t)1) + (size_t)n * sizeof(uint16_t);
+    return ((2 * (size_t)n + 1) & ~(size_t)1) + (size_t)n * sizeof(uint16_t) + (size_t)n;
 }
 
 void server_finish_http(struct colibri_server *s, const struct colibri_server *srv, bool *proxy)
 {
     unsigned n = srv->n_listeners;
-    bool any_proxy = false, any_tls = false, any_redirect = false;
+    bool any_proxy = false, any_tls = false, any_redirect = false, any_h2_off = false;
     bool *tls = proxy + n;
     uint16_t *ports = (uint16_t *)(void *)((char *)proxy + ((2 * (size_t)n + 1) & ~(size_t)1));
+    bool *h2_off = (bool *)(ports + n);
     for (unsigned i = 0; i < n; i++) {
         const struct listener *l = &srv->listeners[i];
         any_proxy |= proxy[i] = !l->retired && l->proxy_protocol;
         any_tls |= tls[i] = !l->retired && l->tls;
         ports[i] = l->retired ? 0 : l->redirect_https;
         any_redirect |= ports[i] != 0;
+        any_h2_off |= h2_off[i] = !l->retired && l->no_http2;
     }
+    s->http.h2_run = h2_run;
+    s->http.http2_off = any_h2_off ? h2_off : NULL;
     /* NULL: no listener wants PROXY headers, and run() need not ask */
     s->http.proxy_protocol = any_proxy ? proxy : NULL;
     s->http.n_proxy_protocol = n;
