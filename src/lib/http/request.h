@@ -121,7 +121,7 @@ struct http_conn {
     const struct http_filters *filters;
     const char *user;
     bool counted; /* metrics: a request of it was counted already */
-    void *h2;                      /* an HTTP/2 connection's state (http2/h2.h), or NULL */
+    void *h2;     /* an HTTP/2 connection's state (http2/h2.h), or NULL */
 };
 /* The user an auth filter let in, or NULL. */
 #define HTTP_REQ_USER(req) ((req)->filtered ? (req)->hc->user : NULL)
