@@ -94,6 +94,9 @@ struct colibri_server *colibri_server_new(void);
 /* The TLS library this build uses ("OpenSSL 3.0.17 1 Jul 2025"), NULL when
  * it was built without TLS. */
 const char *colibri_tls_library(void);
+/* The HTTP/2 and regular-expression libraries this build runs with, as
+ * "nghttp2 1.52.0" and "PCRE2 10.42" into buf (len bytes); 0, or -ENOSPC. */
+int colibri_libraries(char *buf, size_t len);
 void colibri_server_free(struct colibri_server *srv);
 
 /* Makes a handler available to config files (copied; name must be unique:

@@ -4,6 +4,7 @@ colibri_req_is_secure() through the stack, and the config errors. Real
 clients: Python ssl, curl and openssl s_client; certificates made by
 openssl in tmp_path."""
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -771,6 +772,8 @@ def test_log_format_tls_fields(make_server, certs, tmp_path):
 def test_version_names_the_tls_library(tmp_path):
     out = subprocess.run([str(colibri_bin()), "--version"], capture_output=True, timeout=10).stdout
     assert b" tls\n" in out and b"\ntls: OpenSSL 3." in out, out
+    assert re.search(rb"\nlibraries: nghttp2 1\.\d+\.\d+, PCRE2 10\.\d+", out), out
+    assert re.search(rb"features: .*\bhttp2\b.*\brewrite\b", out), out
 
 
 def test_connection_close_ends_with_close_notify(make_server, certs):

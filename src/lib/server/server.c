@@ -2,6 +2,9 @@
  * workers, shutdown. Nothing here runs per request. */
 #include "server/server.h"
 
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <nghttp2/nghttp2.h>
+#include <pcre2.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -39,6 +42,15 @@ BUILTIN_MODULES(DECLARE_MODULE)
 BUILTIN_HANDLERS(DECLARE_HANDLER)
 static const struct colibri_module *const builtin_modules[] = {BUILTIN_MODULES(REF_MODULE)};
 static const struct colibri_handler *const builtin_handlers[] = {BUILTIN_HANDLERS(REF_HANDLER)};
+
+int colibri_libraries(char *buf, size_t len)
+{
+    char pcre[32] = "";
+    if (pcre2_config(PCRE2_CONFIG_VERSION, pcre) < 0)
+        snprintf(pcre, sizeof(pcre), "?");
+    int n = snprintf(buf, len, "nghttp2 %s, PCRE2 %s", nghttp2_version(0)->version_str, pcre);
+    return n < 0 || (size_t)n >= len ? -ENOSPC : 0;
+}
 
 const char *colibri_tls_library(void)
 {
