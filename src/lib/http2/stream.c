@@ -321,6 +321,10 @@ static ssize_t data_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t le
         st->file_off += (off_t)n;
         st->file_left -= n;
     }
+    /* what the handler handed over and nghttp2 has not taken yet: if the
+     * connection dies now, the access log counts the rest as sent */
+    if (st->sub)
+        st->sub->unsent = tx_pending(st) + st->file_left;
     if (st->want_tx && tx_pending(st) <= H2_TX_MAX / 2 && !st->file_left)
         h2_stream_ready(st);
     if (!tx_pending(st) && !st->file_left) {
@@ -386,6 +390,7 @@ static void sub_writev(struct conn_ctx *sub, const struct iovec *iov, int iovcnt
     for (int i = 0; i < iovcnt; i++)
         if (iov[i].iov_len && strbuf_append(&st->tx, iov[i].iov_base, iov[i].iov_len) < 0)
             coro_abort(sub->coro);
+    sub->unsent = tx_pending(st) + st->file_left;
     tx_more(st);
     while (tx_pending(st) > H2_TX_MAX) {
         st->want_tx = true;
@@ -406,6 +411,7 @@ static void sub_sendfile(struct conn_ctx *sub, int fd, off_t offset, size_t len)
     st->file_fd = fd;
     st->file_off = offset;
     st->file_left = len;
+    sub->unsent = tx_pending(st) + st->file_left;
     tx_more(st);
     /* the caller may close fd once this returns */
     while (st->file_left || tx_pending(st)) {
@@ -568,6 +574,8 @@ void h2_run_streams(struct h2_conn *c)
                     conn_wake(st->sub, CONN_WOKEN);
                 else if (w == CONN_WAIT_TIMER || w == CONN_WAIT_FD) {
                     if (st->closed) { /* reset while its handler waits: it ends now */
+                        if (!st->sub->unsent)
+                            st->sub->unsent = tx_pending(st) + st->file_left;
                         conn_sub_end(st->sub, CONN_CUT_PEER);
                         st->sub = NULL;
                         c->n_running--;
@@ -598,6 +606,10 @@ void h2_end_streams(struct h2_conn *c)
     for (struct h2_stream *st = c->streams; st; st = st->next) {
         st->closed = true;
         if (st->sub) {
+            /* cut mid-answer with the connection: what never left, for
+             * the access log (as wait_conn() says it for a reset) */
+            if (!st->sub->unsent)
+                st->sub->unsent = tx_pending(st) + st->file_left;
             conn_sub_end(st->sub, CONN_CUT_PEER);
             st->sub = NULL;
             c->n_running--;
