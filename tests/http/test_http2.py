@@ -802,3 +802,34 @@ def test_ping_flood_from_a_client_that_never_reads(make_server, tmp_path):
     if not WRAPPER:  # under valgrind, the RSS is valgrind's
         assert grown < (128 if sanitized_build() else 8) * 1024
     s.close()
+
+
+def test_filters_apply_to_streams(make_server, tmp_path):
+    """The site's filters run for HTTP/2 streams as for HTTP/1.1 requests:
+    a rewrite before routing, an access deny before the handler, a headers
+    section on the answer (a file and a 304 alike)."""
+    root = tmp_path / "wwwroot"
+    site = ("site {\n"
+            "    rewrite ^/old$ /hello\n"
+            "    access /admin {\n        deny = all\n    }\n"
+            "    headers / {\n        set X-Test = \"a; b\"\n    }\n"
+            "    handler /hello hello_world\n"
+            "    handler /admin hello_world\n"
+            "    serve_files / {\n        path = %s\n    }\n"
+            "}\n" % root)
+    srv = make_server(site=site)
+    p = curl("-i", srv.url + "/old")
+    assert p.returncode == 0, p.stderr
+    head, _, body = p.stdout.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/2 200") and body == b"Hello, World!", p.stdout
+    assert b"\r\nx-test: a; b" in head, head
+    p = curl("-o", "/dev/null", "-w", "%{http_code}", srv.url + "/admin")
+    assert p.stdout == b"403", p.stdout
+    (root / "f.txt").write_bytes(b"file\n")
+    p = curl("-i", srv.url + "/f.txt")
+    head = p.stdout.partition(b"\r\n\r\n")[0]
+    etag = [l.split(b": ", 1)[1] for l in head.split(b"\r\n") if l.lower().startswith(b"etag:")][0]
+    assert b"\r\nx-test: a; b" in head, head
+    p = curl("-i", "-H", b"If-None-Match: " + etag, srv.url + "/f.txt")
+    head = p.stdout.partition(b"\r\n\r\n")[0]
+    assert head.startswith(b"HTTP/2 304") and b"\r\nx-test: a; b" in head, head
