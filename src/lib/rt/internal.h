@@ -76,6 +76,9 @@ static_assert(offsetof(struct worker, view) == 0, "conn_worker_of() casts");
 
 /* The thread's body: the loop, until the stop (worker_wake) is done. */
 void *worker_main(void *w);
+/* worker.c, for worker_life.c */
+void worker_first_clocks(struct worker *w);
+void worker_free_pool(struct worker *w);
 
 /* A connection's table entries (conns[fd], peers[fd]) belong to the thread
  * that holds the fd. One worker closes it and the kernel may give the same
