@@ -176,26 +176,11 @@ static int iov_skip(struct iovec **iovp, int iovcnt, size_t n)
     return iovcnt;
 }
 
-void conn_writev(struct conn_ctx *ctx, struct iovec *iov, int iovcnt)
+/* Writes iov whole (plain or TLS); after: bytes still to come behind it,
+ * which ctx->unsent counts too if the connection fails meanwhile. */
+static inline __attribute__((always_inline)) void write_all(struct conn_ctx *ctx, struct iovec *iov,
+                                                            int iovcnt, size_t after)
 {
-    if (unlikely(ctx->tls != NULL) && ctx->sub_ops) {
-        ctx->sub_ops->writev(ctx, iov, iovcnt);
-        return;
-    }
-    while (iovcnt > 0) {
-        ssize_t n =
-            likely(!ctx->tls) ? sys_writev(ctx->fd, iov, iovcnt) : tls_writev(ctx, iov, iovcnt);
-        if (n < 0)
-            retry_or_abort(ctx, CONN_WAIT_WRITE, iov_total(iov, iovcnt));
-        else
-            iovcnt = iov_skip(&iov, iovcnt, (size_t)n);
-    }
-}
-
-void conn_write_part(struct conn_ctx *ctx, const void *p, size_t len, size_t after)
-{
-    struct iovec one = {.iov_base = (void *)p, .iov_len = len}, *iov = &one;
-    int iovcnt = 1;
     while (iovcnt > 0) {
         ssize_t n =
             likely(!ctx->tls) ? sys_writev(ctx->fd, iov, iovcnt) : tls_writev(ctx, iov, iovcnt);
@@ -204,6 +189,21 @@ void conn_write_part(struct conn_ctx *ctx, const void *p, size_t len, size_t aft
         else
             iovcnt = iov_skip(&iov, iovcnt, (size_t)n);
     }
+}
+
+void conn_writev(struct conn_ctx *ctx, struct iovec *iov, int iovcnt)
+{
+    if (unlikely(ctx->tls != NULL) && ctx->sub_ops) {
+        ctx->sub_ops->writev(ctx, iov, iovcnt);
+        return;
+    }
+    write_all(ctx, iov, iovcnt, 0);
+}
+
+void conn_write_part(struct conn_ctx *ctx, const void *p, size_t len, size_t after)
+{
+    struct iovec one = {.iov_base = (void *)p, .iov_len = len};
+    write_all(ctx, &one, 1, after);
 }
 
 void conn_writev_rest(struct conn_ctx *ctx, struct iovec *iov, int iovcnt, ssize_t n)
