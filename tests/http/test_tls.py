@@ -14,7 +14,7 @@ import time
 import pytest
 
 from conftest import colibri_bin, free_port
-from rawhttp import TIME_SCALE
+from rawhttp import TIME_SCALE, recv_until
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 
@@ -363,10 +363,8 @@ def test_websocket_over_tls_sees_bytes_the_transport_holds(make_server, certs, t
     with tls_conn(port) as t:
         t.sendall(b"GET /ws HTTP/1.1\r\nHost: default.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                   b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
-        buf = b""
-        while b"\r\n\r\n" not in buf:
-            buf += t.recv(4096)
-        assert buf.startswith(b"HTTP/1.1 101 ")
+        buf = recv_until(t, lambda d: b"\r\n\r\n" in d, 15)
+        assert buf.startswith(b"HTTP/1.1 101 "), buf
         buf = buf[buf.index(b"\r\n\r\n") + 4:]
         first, second = b"a" * 14000, b"second message"
         t.sendall(ws_frame(1, first) + ws_frame(1, second))  # one write: one record (< 16 KiB)
