@@ -16,9 +16,6 @@ bool h2_is_preface(const char *p, size_t len)
     return len >= sizeof(line) - 1 && !memcmp(p, line, sizeof(line) - 1);
 }
 
-/* Output gathered from mem_send is written once it reaches this, and at
- * the end of every turn. */
-#define H2_OUT_FLUSH_AT (256 * 1024)
 /* Streams reset by the client: at most this many in a burst, then this
  * many a second (CVE-2023-44487, Rapid Reset), else GOAWAY. */
 #define H2_RESET_BURST 1000
@@ -200,6 +197,7 @@ nghttp2_session *h2_session_new(struct h2_conn *c)
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk_recv);
     nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_callbacks_set_send_data_callback(cb, h2_send_data);
     /* the window opens as handlers read (nghttp2_session_consume) */
     nghttp2_option_set_no_auto_window_update(opt, 1);
     nghttp2_option_set_stream_reset_rate_limit(opt, H2_RESET_BURST, H2_RESET_RATE);
@@ -223,14 +221,19 @@ static bool send_all(struct h2_conn *c)
             LOG_LIMITED(LOG_WARN, "http2: %s", nghttp2_strerror((int)n));
             return false;
         }
-        if (n == 0)
-            break;
+        if (n == 0) {
+            if (!c->paused)
+                break;
+            c->paused = false; /* parts are full: they leave, and on */
+            h2_flush(c);
+            continue;
+        }
         if (strbuf_append(&ctx->out, data, (size_t)n) < 0)
             return false;
-        if (ctx->out.len >= H2_OUT_FLUSH_AT)
-            conn_flush(ctx);
+        if (ctx->out.len + c->parts_bytes >= H2_OUT_FLUSH_AT || c->n_parts == H2_FILE_PARTS)
+            h2_flush(c);
     }
-    conn_flush(ctx);
+    h2_flush(c);
     return true;
 }
 
@@ -257,6 +260,7 @@ enum conn_verdict h2_run(struct conn_ctx *ctx)
         return CONN_CLOSE;
     c->ctx = ctx;
     c->cfg = cfg;
+    c->use_sendfile = !conn_is_secure(ctx);
     c->provoked_tokens = H2_PROVOKED_BURST;
     c->provoked_ms = conn_now_ms(ctx);
     if (!(c->s = h2_session_new(c))) {

@@ -296,38 +296,24 @@ static size_t tx_pending(const struct h2_stream *st)
     return st->tx.len - st->tx_off;
 }
 
+/* Frames are sized here and their bytes taken by h2_send_data(): none is
+ * copied into nghttp2's buffer (NGHTTP2_DATA_FLAG_NO_COPY). */
 static ssize_t data_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length,
                          uint32_t *flags, nghttp2_data_source *src, void *user)
 {
-    (void)s, (void)id, (void)user;
+    (void)s, (void)id, (void)buf, (void)user;
     struct h2_stream *st = src->ptr;
-    size_t n = 0;
-    if (tx_pending(st)) {
-        n = MIN(length, tx_pending(st));
-        memcpy(buf, st->tx.buf + st->tx_off, n);
-        st->tx_off += n;
-        if (st->tx_off == st->tx.len) {
-            strbuf_reset(&st->tx);
-            st->tx_off = 0;
-        }
-    } else if (st->file_left) {
-        ssize_t r;
-        do
-            r = pread(st->file_fd, buf, MIN(length, st->file_left), st->file_off);
-        while (r < 0 && errno == EINTR);
-        if (r <= 0) /* the file shrank or failed: the length was promised */
-            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-        n = (size_t)r;
-        st->file_off += (off_t)n;
-        st->file_left -= n;
+    size_t n = 0, tx = tx_pending(st), file = st->file_left;
+    if (tx) {
+        n = MIN(length, tx);
+        tx -= n;
+    } else if (file) {
+        n = MIN(length, file);
+        file -= n;
     }
-    /* what the handler handed over and nghttp2 has not taken yet: if the
-     * connection dies now, the access log counts the rest as sent */
-    if (st->sub)
-        st->sub->unsent = tx_pending(st) + st->file_left;
-    if (st->want_tx && tx_pending(st) <= H2_TX_MAX / 2 && !st->file_left)
-        h2_stream_ready(st);
-    if (!tx_pending(st) && !st->file_left) {
+    if (n)
+        *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+    if (!tx && !file) {
         if (st->eof && !st->hold_end) {
             *flags |= NGHTTP2_DATA_FLAG_EOF;
             return (ssize_t)n;
@@ -338,6 +324,97 @@ static ssize_t data_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t le
         }
     }
     return (ssize_t)n;
+}
+
+/* Reads len bytes of fd at off to the end of out; false if the file
+ * shrank or failed (its length was promised). */
+static bool read_into(struct strbuf *out, int fd, off_t off, size_t len)
+{
+    if (strbuf_reserve(out, len + 1) < 0)
+        return false;
+    while (len) {
+        ssize_t r = pread(fd, out->buf + out->len, len, off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return false;
+        out->len += (size_t)r;
+        off += r;
+        len -= (size_t)r;
+    }
+    out->buf[out->len] = '\0';
+    return true;
+}
+
+/* Smaller file frames are read into ctx->out: one pread() against two
+ * calls (the header with MSG_MORE, then sendfile()). */
+#define H2_SENDFILE_MIN 8192
+
+int h2_send_data(nghttp2_session *s, nghttp2_frame *f, const uint8_t *hd, size_t len,
+                 nghttp2_data_source *src, void *user)
+{
+    (void)s;
+    struct h2_conn *c = user;
+    struct h2_stream *st = src->ptr;
+    struct strbuf *out = &c->ctx->out;
+    if (f->data.padlen) /* never asked for (no select_padding_callback) */
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    if (strbuf_append(out, hd, 9) < 0)
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    if (tx_pending(st)) {
+        if (strbuf_append(out, st->tx.buf + st->tx_off, len) < 0)
+            return NGHTTP2_ERR_CALLBACK_FAILURE;
+        st->tx_off += len;
+        if (st->tx_off == st->tx.len) {
+            strbuf_reset(&st->tx);
+            st->tx_off = 0;
+        }
+    } else if (len) {
+        if (c->use_sendfile && len >= H2_SENDFILE_MIN) {
+            c->parts[c->n_parts++] = (struct h2_file_part){
+                .at = out->len, .fd = st->file_fd, .off = st->file_off, .len = len};
+            c->parts_bytes += len;
+        } else if (!read_into(out, st->file_fd, st->file_off, len)) {
+            return NGHTTP2_ERR_CALLBACK_FAILURE; /* the file shrank: the length was promised */
+        }
+        st->file_off += (off_t)len;
+        st->file_left -= len;
+    }
+    /* what the handler handed over and nghttp2 has not taken yet: if the
+     * connection dies now, the access log counts the rest as sent */
+    if (st->sub)
+        st->sub->unsent = tx_pending(st) + st->file_left;
+    if (st->want_tx && tx_pending(st) <= H2_TX_MAX / 2 && !st->file_left)
+        h2_stream_ready(st);
+    /* mem_send() goes on with the next frame without returning: it
+     * returns now, for the parts to leave (send_all() flushes) */
+    if (c->n_parts == H2_FILE_PARTS || out->len + c->parts_bytes >= H2_OUT_FLUSH_AT) {
+        c->paused = true;
+        return NGHTTP2_ERR_PAUSE;
+    }
+    return 0;
+}
+
+void h2_flush(struct h2_conn *c)
+{
+    struct conn_ctx *ctx = c->ctx;
+    if (!c->n_parts) {
+        conn_flush(ctx);
+        return;
+    }
+    size_t at = 0;
+    for (unsigned i = 0; i < c->n_parts; i++) {
+        const struct h2_file_part *p = &c->parts[i];
+        if (p->at > at)
+            conn_write_more(ctx, ctx->out.buf + at, p->at - at);
+        at = p->at;
+        conn_sendfile(ctx, p->fd, p->off, p->len);
+    }
+    if (ctx->out.len > at)
+        conn_write(ctx, ctx->out.buf + at, ctx->out.len - at);
+    strbuf_reset(&ctx->out);
+    c->n_parts = 0;
+    c->parts_bytes = 0;
 }
 
 /* New bytes for DATA frames (or the end): a deferred stream goes on. */
@@ -359,7 +436,11 @@ static void wait_conn(struct conn_ctx *sub, struct h2_stream *st)
          * to open the window for it): it stalls no longer */
         const struct http_config *cfg = h2_cfg(st->c);
         st->in_wait = true;
-        int r = conn_wait_fd(sub, -1, 0, (int)cfg->request_timeout_s * 1000);
+        int r;
+        /* not while the connection writes file parts: their files stay open */
+        do
+            r = conn_wait_fd(sub, -1, 0, (int)cfg->request_timeout_s * 1000);
+        while (r == 0 && !st->closed && st->c->n_parts);
         st->in_wait = false;
         if (r == -ECANCELED) /* a stop: the stream may finish meanwhile */
             conn_sub_wait(sub);

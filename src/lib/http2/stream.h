@@ -14,6 +14,20 @@
 
 struct h2_stream;
 
+/* Output gathered from mem_send is written once it reaches this, and at
+ * the end of every turn. */
+#define H2_OUT_FLUSH_AT (256 * 1024)
+
+/* A file's bytes for one DATA frame, to leave by sendfile() right after
+ * the first `at` bytes of ctx->out (its frame header ends there). */
+struct h2_file_part {
+    size_t at;
+    int fd;
+    off_t off;
+    size_t len;
+};
+#define H2_FILE_PARTS 16
+
 /* A connection's HTTP/2 state (in its struct http_conn, hc->h2). */
 struct h2_conn {
     nghttp2_session *s;
@@ -24,6 +38,14 @@ struct h2_conn {
     unsigned n_running; /* streams whose request runs (in its sub-context) */
     bool runnable;      /* some stream is ready to run (h2_run_streams) */
     bool goaway;        /* sent for a stop */
+    bool use_sendfile;  /* cleartext: file DATA by sendfile(), else read into ctx->out */
+    /* file DATA frames gathered by the send turn (h2_send_data), written
+     * with ctx->out by h2_flush(); while any wait, no stream's request may
+     * end for a timeout (its file must stay open) */
+    unsigned n_parts;
+    bool paused; /* h2_send_data() made mem_send() return (parts are full) */
+    size_t parts_bytes;
+    struct h2_file_part parts[H2_FILE_PARTS];
     /* stream errors the client provoked (RST_STREAM sent, but NO_ERROR):
      * a bucket of H2_PROVOKED_BURST, refilled at H2_PROVOKED_RATE a
      * second; empty, the connection ends (MadeYouReset, CVE-2025-8671) */
@@ -87,6 +109,15 @@ struct h2_stream {
     off_t file_off;
     size_t file_left;
 };
+
+/* nghttp2's send_data_callback: a DATA frame whose bytes data_read left
+ * where they are (NGHTTP2_DATA_FLAG_NO_COPY): its header and the answer's
+ * bytes appended to ctx->out, a file's read straight into it, or planned
+ * for sendfile() (c->parts). */
+int h2_send_data(nghttp2_session *s, nghttp2_frame *f, const uint8_t *hd, size_t len,
+                 nghttp2_data_source *src, void *user);
+/* ctx->out and the planned file parts, in order. */
+void h2_flush(struct h2_conn *c);
 
 /* The session's callbacks' side. */
 void h2_stream_header(struct h2_stream *st, const char *name, size_t nlen, const char *value,
