@@ -156,3 +156,24 @@ def test_h2c_file_data_leaves_by_sendfile(make_server, tmp_path, files):
     calls = {m.group(2): int(m.group(1)) for m in re.finditer(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)$", text, re.M)}
     assert calls.get("sendfile", 0) >= 64, text  # 16 KiB frames: one sendfile() each
     assert calls.get("pread64", 0) == 0, text
+
+
+def test_many_connections_at_once_keep_their_frames_apart(both, files):
+    """The sessions of a worker share one outbound frame buffer (h2.c): 24
+    connections of 4 streams each, h2c and h2, HEADERS, files and memory
+    bodies interleaved; h2load counts every answer and fails on a frame or
+    header block it cannot decode, and curl meanwhile gets the whole file."""
+    srv, h2c, h2 = both
+    for args in (h2c, h2):
+        base = args[-1]
+        load = subprocess.Popen(
+            ["h2load", "-n", "600", "-c", "24", "-m", "4", base + "/file.txt", base + "/1m.bin",
+             base + "/file.txt"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for _ in range(3):
+            assert sha(curl(args, "/1m.bin")) == sha(files["1m.bin"])
+        out, _ = load.communicate(timeout=120 * TIME_SCALE)
+        assert b"600 succeeded, 0 failed, 0 errored" in out, out
+        assert b"600 2xx" in out, out

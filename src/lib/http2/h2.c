@@ -3,6 +3,7 @@
 #include "http2/h2.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,6 +180,88 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *
     return 0;
 }
 
+/* --- the session's memory ----------------------------------------------
+ *
+ * nghttp2 gives every session an outbound frame buffer of 16,394 bytes at
+ * creation (aob.framebufs, 25,568 B of a new session's: bench/
+ * h2_session_mem.c) and keeps it for the session's life, while its bytes
+ * matter only inside one nghttp2_session_mem_send() call: the frame it
+ * packs there is returned, copied into ctx->out at once (send_all), and
+ * the next call starts a new frame. No call yields (no callback of ours
+ * waits for I/O), so the sessions of one thread can share one buffer:
+ * that block of the session is the thread's, the other blocks (HPACK
+ * tables, streams, a HEADERS' extra chunks) the session's own. */
+
+static pthread_key_t framebuf_key;
+static pthread_once_t framebuf_once = PTHREAD_ONCE_INIT;
+
+static void framebuf_key_make(void)
+{
+    if (pthread_key_create(&framebuf_key, free))
+        abort();
+}
+
+/* The thread's frame buffer of at least n bytes, or NULL. */
+static void *thread_framebuf(size_t n)
+{
+    pthread_once(&framebuf_once, framebuf_key_make);
+    size_t *b = pthread_getspecific(framebuf_key);
+    if (b && b[-1] >= n)
+        return b;
+    if (b) /* never: nghttp2's chunk size is fixed */
+        return NULL;
+    b = malloc(sizeof(size_t) + n);
+    if (!b)
+        return NULL;
+    *b++ = n;
+    if (pthread_setspecific(framebuf_key, b - 1)) {
+        free(b - 1);
+        return NULL;
+    }
+    return b;
+}
+
+static void *mem_malloc(size_t n, void *user)
+{
+    (void)user;
+    return malloc(n);
+}
+
+static void *mem_calloc(size_t n, size_t size, void *user)
+{
+    (void)user;
+    return calloc(n, size);
+}
+
+static void mem_free(void *p, void *user)
+{
+    struct h2_conn *c = user;
+    if (p && p == c->framebuf) {
+        c->framebuf = NULL; /* the thread's */
+        return;
+    }
+    free(p);
+}
+
+static void *mem_realloc(void *p, size_t n, void *user)
+{
+    struct h2_conn *c = user;
+    if (!p && c->creating && n >= 16384) { /* the frame buffer (the only one at creation) */
+        c->creating = false;
+        if ((c->framebuf = thread_framebuf(n)))
+            return c->framebuf;
+    }
+    if (p && p == c->framebuf) { /* never (fixed size): a block of its own then */
+        void *q = malloc(n);
+        if (q) {
+            memcpy(q, p, MIN(n, ((const size_t *)p)[-1]));
+            c->framebuf = NULL;
+        }
+        return q;
+    }
+    return realloc(p, n);
+}
+
 nghttp2_session *h2_session_new(struct h2_conn *c)
 {
     nghttp2_session_callbacks *cb;
@@ -203,8 +286,11 @@ nghttp2_session *h2_session_new(struct h2_conn *c)
     nghttp2_option_set_stream_reset_rate_limit(opt, H2_RESET_BURST, H2_RESET_RATE);
     nghttp2_option_set_max_continuations(opt, H2_MAX_CONTINUATIONS);
     nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
-    if (nghttp2_session_server_new2(&s, cb, c, opt))
+    nghttp2_mem mem = {c, mem_malloc, mem_free, mem_calloc, mem_realloc};
+    c->creating = true;
+    if (nghttp2_session_server_new3(&s, cb, c, opt, &mem))
         s = NULL;
+    c->creating = false;
     nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cb);
     return s;
