@@ -201,24 +201,22 @@ static void framebuf_key_make(void)
         abort();
 }
 
-/* The thread's frame buffer of at least n bytes, or NULL. */
+/* The thread's frame buffer of at least n bytes, or NULL. The key holds
+ * the block: its size, then the buffer. */
 static void *thread_framebuf(size_t n)
 {
     pthread_once(&framebuf_once, framebuf_key_make);
     size_t *b = pthread_getspecific(framebuf_key);
-    if (b && b[-1] >= n)
-        return b;
-    if (b) /* never: nghttp2's chunk size is fixed */
+    if (b)
+        return b[0] >= n ? b + 1 : NULL; /* NULL never: nghttp2's chunk size is fixed */
+    if (!(b = malloc(sizeof(size_t) + n)))
         return NULL;
-    b = malloc(sizeof(size_t) + n);
-    if (!b)
-        return NULL;
-    *b++ = n;
-    if (pthread_setspecific(framebuf_key, b - 1)) {
-        free(b - 1);
+    b[0] = n;
+    if (pthread_setspecific(framebuf_key, b)) {
+        free(b);
         return NULL;
     }
-    return b;
+    return b + 1;
 }
 
 static void *mem_malloc(size_t n, void *user)
