@@ -59,7 +59,10 @@ static void *m_realloc(void *p, size_t n, void *u)
     return p;
 }
 
-#define NV(n, v) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1, 0}
+#define NV(n, v)                                                                                   \
+    {                                                                                              \
+        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1, 0                            \
+    }
 
 static void pump(nghttp2_session *from, nghttp2_session *to)
 {
@@ -97,11 +100,12 @@ int main(int argc, char **argv)
     nghttp2_session_client_new(&cl, cb, NULL);
     nghttp2_submit_settings(cl, NGHTTP2_FLAG_NONE, NULL, 0);
     nghttp2_nv rq[] = {NV(":method", "GET"), NV(":path", "/hello.txt"), NV(":scheme", "http"),
-                       NV(":authority", "127.0.0.1:8080"), NV("user-agent", "h2load nghttp2/1.52.0")};
+                       NV(":authority", "127.0.0.1:8080"),
+                       NV("user-agent", "h2load nghttp2/1.52.0")};
     nghttp2_submit_request(cl, NULL, rq, 5, NULL, NULL);
     pump(cl, s);
-    nghttp2_nv rs[] = {NV(":status", "200"), NV("date", "Thu, 26 Nov 2026 05:40:00 GMT"),
-                       NV("server", "colibri"), NV("content-type", "text/plain"),
+    nghttp2_nv rs[] = {NV(":status", "200"),       NV("date", "Thu, 26 Nov 2026 05:40:00 GMT"),
+                       NV("server", "colibri"),    NV("content-type", "text/plain"),
                        NV("content-length", "13"), NV("etag", "\"67452301-d\"")};
     nghttp2_submit_response(s, 1, rs, 6, NULL);
     for (int i = 0; i < 3; i++) {
