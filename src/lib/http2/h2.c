@@ -194,11 +194,11 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *
 
 static pthread_key_t framebuf_key;
 static pthread_once_t framebuf_once = PTHREAD_ONCE_INIT;
+static bool framebuf_keyed; /* else every session keeps its own */
 
 static void framebuf_key_make(void)
 {
-    if (pthread_key_create(&framebuf_key, free))
-        abort();
+    framebuf_keyed = !pthread_key_create(&framebuf_key, free);
 }
 
 /* The thread's frame buffer of at least n bytes, or NULL. The key holds
@@ -206,6 +206,8 @@ static void framebuf_key_make(void)
 static void *thread_framebuf(size_t n)
 {
     pthread_once(&framebuf_once, framebuf_key_make);
+    if (!framebuf_keyed)
+        return NULL;
     size_t *b = pthread_getspecific(framebuf_key);
     if (b)
         return b[0] >= n ? b + 1 : NULL; /* NULL never: nghttp2's chunk size is fixed */
