@@ -208,7 +208,8 @@ static inline void expect_continue(struct colibri_request *req)
 
 /* One answered request into the worker's counters (metrics on): a few
  * loads and stores, inline. */
-static inline void count(const struct colibri_request *req, const struct colibri_response *resp)
+static inline __attribute__((always_inline)) void
+count(const struct colibri_request *req, const struct colibri_response *resp, bool h1)
 {
     struct http_metrics *m = &req->hw->metrics;
     unsigned st = (unsigned)resp->final_status - 100;
@@ -224,12 +225,19 @@ static inline void count(const struct colibri_request *req, const struct colibri
     uint64_t ns = conn_worker_of(req->ctx)->mono_ns - req->t0_ns;
     http_metrics_bump(&m->duration[http_metrics_bucket(ns)], 1);
     http_metrics_bump(&m->duration_ns, ns);
+    if (!h1) /* an HTTP/2 stream: its connection is counted as one */
+        return;
     if (req->hc->counted) {
         http_metrics_bump(&m->reused, 1);
     } else {
         req->hc->counted = true;
         http_metrics_bump(&m->connections, 1);
     }
+}
+
+void http_metrics_count(const struct colibri_request *req, const struct colibri_response *resp)
+{
+    count(req, resp, false);
 }
 
 /* One request, head already parsed. Returns false when the connection
@@ -294,7 +302,7 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
     if (req.log)
         http_access_log(&req, &resp);
     if (unlikely(atomic_load_explicit(&http_metrics_on, memory_order_relaxed)))
-        count(&req, &resp);
+        count(&req, &resp, true);
     hc->resp = NULL; /* logged: nothing left for abandon() */
     if (ctx->out.len >= OUT_FLUSH_AT)
         conn_flush(ctx);

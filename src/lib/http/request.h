@@ -171,6 +171,7 @@ struct colibri_response {
     int final_status;    /* the status that went out (for the access log) */
     uint64_t body_bytes; /* body bytes sent (for the access log) */
     bool interrupted;    /* the connection was cut before the answer was whole */
+    bool sse_counted;    /* an event stream, counted open (http_metrics_stream) */
     /* header lines written before hc->hdrs without being copied there
      * first: for a caller whose lines outlive the writing of the head
      * (serve_files' precomputed ones, while it holds the cache entry) */

@@ -18,6 +18,7 @@
 #include "base/base64.h"
 #include "base/sha1.h"
 #include "http/pubsub.h"
+#include "http/metrics.h"
 #include "http/request.h"
 #include "http/ws_deflate.h"
 #include "http/ws_frame.h"
@@ -265,6 +266,7 @@ int colibri_ws_upgrade(struct colibri_request *req, struct colibri_response *res
     resp->final_status = 101;
     req->hc->closing = true;
     req->hc->mid_request = false;
+    http_metrics_stream(req, HTTP_METRICS_WS);
     *out = ws;
     return 0;
 }

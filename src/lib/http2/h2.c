@@ -8,6 +8,7 @@
 
 #include "base/log.h"
 #include "http/request.h"
+#include "http/metrics.h"
 #include "http2/stream.h"
 
 bool h2_is_preface(const char *p, size_t len)
@@ -77,6 +78,7 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *us
         c->streams->prev = st;
     c->streams = st;
     c->n_streams++;
+    http_metrics_begin(conn_worker_state(c->ctx), HTTP_METRICS_H2_STREAM);
     nghttp2_session_set_stream_user_data(s, st->id, st);
     return 0;
 }
@@ -243,6 +245,7 @@ static void conn_free(void *arg)
     nghttp2_session_del(c->s);
     struct http_conn *hc = conn_state(c->ctx);
     hc->h2 = NULL;
+    http_metrics_end(conn_worker_state(c->ctx), HTTP_METRICS_H2_CONN);
     free(c);
 }
 
@@ -267,6 +270,7 @@ enum conn_verdict h2_run(struct conn_ctx *ctx)
     /* freed however the connection ends (its streams are ended first) */
     if (coro_defer(ctx->coro, conn_free, c) < 0)
         return CONN_CLOSE;
+    http_metrics_begin(hw, HTTP_METRICS_H2_CONN);
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, cfg->h2_max_streams},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, (uint32_t)cfg->h2_window},

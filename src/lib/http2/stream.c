@@ -12,6 +12,7 @@
 
 #include "base/itoa.h"
 #include "base/log.h"
+#include "http/metrics.h"
 #include "http/access_log.h"
 #include "http/request.h"
 
@@ -509,6 +510,8 @@ static void stream_main(struct conn_ctx *sub, void *arg)
                     resp.final_status);
     if (req.log)
         http_access_log(&req, &resp);
+    if (atomic_load_explicit(&http_metrics_on, memory_order_relaxed))
+        http_metrics_count(&req, &resp);
     hc->resp = NULL;
     /* what came for the body and was not read: its window opens again */
     if (st->rx.len > st->rx_off)
@@ -536,6 +539,7 @@ void h2_stream_free(struct h2_stream *st)
     if (st->next)
         st->next->prev = st->prev;
     c->n_streams--;
+    http_metrics_end(conn_worker_state(c->ctx), HTTP_METRICS_H2_STREAM);
     if (!st->closed)
         nghttp2_session_set_stream_user_data(c->s, st->id, NULL);
     strbuf_free(&st->lines);

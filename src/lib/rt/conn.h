@@ -418,6 +418,20 @@ static inline struct conn_worker *conn_worker_of(const struct conn_ctx *ctx)
  * kept outside the runtime: a gateway's connection pools). */
 unsigned conn_worker_index(const struct conn_ctx *ctx);
 
+/* The connections of every worker, summed (nginx's stub_status): accepted
+ * (every accept), handled (not refused at once), active (open now), and
+ * the active ones by state: reading (waiting for the rest of a request),
+ * writing (a request at work: its handler runs or waits, or its answer
+ * waits to be written) and waiting (idle between requests). Asked of the
+ * workers (worker_post) and waited for in ctx's coroutine, a few
+ * milliseconds; a worker that does not answer within 100 ms gives its last
+ * figures. ctx itself counts as writing. */
+struct conn_stats {
+    uint64_t accepted, handled;
+    uint64_t active, reading, writing, waiting;
+};
+void conn_stats(struct conn_ctx *ctx, struct conn_stats *out);
+
 /* The monotonic clock in milliseconds: the clock of conn_sleep() and
  * conn_wait_fd() (a protocol counts its own deadlines on it). */
 uint64_t worker_now_ms(void);
