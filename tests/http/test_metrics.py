@@ -160,3 +160,32 @@ def test_http2_connections_streams_and_requests(make_server):
         h.close()
     text = until(s, lambda t: sample(t, "colibri_http2_connections_open") == 0)
     assert sample(text, "colibri_http2_streams_open") == 0
+
+
+def test_upstream_servers(make_server, tmp_path):
+    from conftest import free_port
+    from test_proxy import Upstream, get as proxy_get
+    b = Upstream(tmp_path, "B")
+    try:
+        dead = free_port()
+        conf = ("upstream app {\n    server 127.0.0.1:%d\n    server %s\n    fail_timeout = 30s\n}\n"
+                % (dead, b.addr))
+        s = make_server(threads="2", site=conf + site("proxy /api {", "    to = app", "    strip_prefix = true", "}"))
+        for _ in range(4):
+            r, _ = proxy_get(s, "/api/echo")
+            assert r.status == 200
+        text = scrape(s)
+        live = '{upstream="app",server="%s"}' % b.addr
+        gone = '{upstream="app",server="127.0.0.1:%d"}' % dead
+        assert sample(text, "colibri_upstream_up", live) == 1
+        assert sample(text, "colibri_upstream_up", gone) == 0  # refused, marked down for 30 s
+        assert sample(text, "colibri_upstream_requests_total", live) == 4
+        assert sample(text, "colibri_upstream_failures_total", live) == 0
+        assert sample(text, "colibri_upstream_failures_total", gone) == 1
+        assert sample(text, "colibri_upstream_requests_total", gone) == 1
+        assert sample(text, "colibri_upstream_response_seconds_count", live) == 4
+        assert sample(text, "colibri_upstream_response_seconds_bucket",
+                      '{upstream="app",server="%s",le="+Inf"}' % b.addr) == 4
+        assert sample(text, "colibri_upstream_response_seconds_sum", live) < 10
+    finally:
+        b.kill()

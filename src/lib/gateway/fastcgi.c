@@ -548,6 +548,7 @@ static int fcgi_handler(struct colibri_request *req, struct colibri_response *re
             continue;
         }
         resp->upstream_ms = (int64_t)(worker_now_ms() - t0);
+        gw_stats_answer(up, j->srv, resp->upstream_ms);
         if (st >= 502 && st <= 504 && !resp->streaming)
             gw_failed(up, (unsigned)j->srv, worker_now_ms());
         else

@@ -620,6 +620,7 @@ static int proxy_handler(struct colibri_request *req, struct colibri_response *r
         ssize_t hl = r == -ETIMEDOUT ? r : read_head(j, &h, &got);
         if (hl > 0) {
             resp->upstream_ms = (int64_t)(worker_now_ms() - t0);
+            gw_stats_answer(up, j->srv, resp->upstream_ms);
             bool again = safe && req->body_kind == BODY_NONE && tries_left &&
                          (h.status == 502 || h.status == 503 || h.status == 504);
             if (again && gw_pick(up, widx, worker_now_ms(), tried, key) >= 0) {

@@ -295,6 +295,7 @@ int gw_upstream_single(struct colibri_conf *to, const char *addr, struct gw_upst
     }
     up->servers[0].weight = 1;
     up->n = 1;
+    gw_stats_register(up);
     *out = up;
     return 0;
 }
@@ -312,6 +313,7 @@ bool gw_server_up(const struct gw_upstream *up, unsigned i, uint64_t now_ms)
 void gw_failed(struct gw_upstream *up, unsigned i, uint64_t now_ms)
 {
     struct gw_server *s = &up->servers[i];
+    gw_stats_attempt(up, i, true);
     if (!up->max_fails)
         return;
     uint64_t since = atomic_load_explicit(&s->fail_since_ms, memory_order_relaxed);
@@ -332,6 +334,7 @@ void gw_failed(struct gw_upstream *up, unsigned i, uint64_t now_ms)
 void gw_succeeded(struct gw_upstream *up, unsigned i)
 {
     struct gw_server *s = &up->servers[i];
+    gw_stats_attempt(up, i, false);
     if (atomic_load_explicit(&s->fails, memory_order_relaxed))
         atomic_store_explicit(&s->fails, 0, memory_order_relaxed);
 }
@@ -576,6 +579,7 @@ void gw_upstream_free(void *arg)
     struct gw_upstream *up = arg;
     if (!up)
         return;
+    gw_stats_unregister(up);
     if (up->thread_started) {
         uint64_t one = 1;
         if (write(up->stop_fd, &one, sizeof(one)) < 0) {
@@ -629,6 +633,7 @@ static int from_config(struct colibri_server *srv, struct colibri_conf *sec, cha
         gw_upstream_free(up);
         return colibri_conf_error(sec, err, errlen, "out of memory");
     }
+    gw_stats_register(up);
     return 0;
 }
 

@@ -36,6 +36,8 @@
 
 enum gw_balance { GW_ROUND_ROBIN, GW_LEAST_CONN, GW_HASH };
 
+#define GW_TIME_BUCKETS 12 /* upmetrics.c: 1 ms ... 10 s */
+
 struct gw_server {
     struct sockaddr_storage addr;
     socklen_t addr_len;
@@ -48,6 +50,11 @@ struct gw_server {
     _Atomic uint64_t fail_since_ms, down_until_ms;
     atomic_bool check_down; /* the active check says down */
     _Atomic int active;     /* requests on it now (least_conn) */
+    /* for the metrics (upmetrics.c), counted while they are on */
+    struct gw_server_stats {
+        _Atomic uint64_t requests, failures, time_ms;
+        _Atomic uint64_t time[GW_TIME_BUCKETS + 1]; /* answers by time bucket */
+    } stats;
 };
 
 struct gw_worker_slot; /* a worker's pools and round-robin position */
@@ -66,8 +73,10 @@ struct gw_upstream {
     struct gw_worker_slot *slots[GW_WORKERS_MAX];
     /* the active check's thread */
     bool thread_started;
-    int stop_fd;  /* eventfd: the thread's stop */
-    void *thread; /* pthread_t, allocated */
+    int stop_fd;                    /* eventfd: the thread's stop */
+    void *thread;                   /* pthread_t, allocated */
+    struct gw_upstream *stats_next; /* the groups a scrape shows (upmetrics.c) */
+    bool stats_listed;
 };
 
 /* "upstream NAME { ... }": 0 or -EINVAL with err ("FILE:LINE: KEY: ..."). */
@@ -95,6 +104,16 @@ bool gw_server_up(const struct gw_upstream *up, unsigned i, uint64_t now_ms);
 int gw_pool_take(struct gw_upstream *up, unsigned worker, unsigned i);
 /* Gives a connection back (closed when the pool is full or off). */
 void gw_pool_put(struct gw_upstream *up, unsigned worker, unsigned i, int fd);
+
+/* upmetrics.c: a group built whole joins the groups the metrics show (it
+ * leaves when freed); an attempt on server i that failed or was answered
+ * (gw_failed, gw_succeeded count them); an answer's time in ms (the
+ * handler, after its response's head came). Cheap, and nothing while
+ * metrics are off. */
+void gw_stats_register(struct gw_upstream *up);
+void gw_stats_unregister(struct gw_upstream *up);
+void gw_stats_attempt(struct gw_upstream *up, unsigned i, bool failed);
+void gw_stats_answer(struct gw_upstream *up, int i, int64_t ms);
 
 /* A 64-bit hash of bytes (FNV-1a with a final mix). */
 uint64_t gw_hash(const void *p, size_t len);
