@@ -135,7 +135,9 @@ extern const struct cache_ops files_entry_ops;
  * built) counted; the counts offered to the metrics (the module's
  * from_config). */
 void files_release_entry(void *e);
-extern void (*_Atomic files_release)(void *e);
+/* hidden: read with one instruction (%rip-relative, no GOT), where a
+ * function's address was loaded before */
+extern __attribute__((visibility("hidden"))) void (*_Atomic files_release)(void *e);
 void files_count_miss(void);
 void files_stats_register(void);
 /* entry.c: the precompressed sibling's extension per coding (".gz"), or
