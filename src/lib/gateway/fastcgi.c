@@ -64,7 +64,10 @@ struct fjob {
     int fd, srv;
     char *buf;
     size_t len, pos;
-    struct strbuf out, head;
+    struct strbuf out, head; /* head: the CGI head, then the body held back from body_at */
+    size_t body_at;
+    bool reused;  /* fd came from the pool */
+    bool drained; /* nothing to read from fd before it is ready (gw_read_ready) */
 };
 
 static void fjob_close(struct fjob *j)
@@ -358,7 +361,8 @@ static ssize_t next_record(struct fjob *j, struct fcgi_rec *rec, bool *got)
             j->len = have;
             j->pos = 0;
         }
-        ssize_t n = gw_read(j->req->ctx, j->fd, j->buf + j->len, FCGI_BUF - j->len, j->fr->read_ms);
+        ssize_t n = gw_read_ready(j->req->ctx, j->fd, j->buf + j->len, FCGI_BUF - j->len,
+                                  j->fr->read_ms, &j->drained);
         if (n < 0)
             return n;
         if (n == 0)
@@ -366,6 +370,29 @@ static ssize_t next_record(struct fjob *j, struct fcgi_rec *rec, bool *got)
         *got = true;
         j->len += (size_t)n;
     }
+}
+
+/* Whether a whole record is in buf at pos (no read needed for it). */
+static bool record_buffered(const struct fjob *j)
+{
+    size_t have = j->len - j->pos;
+    if (have < FCGI_HEADER_LEN)
+        return false;
+    struct fcgi_rec rec;
+    if (fcgi_parse_header((const unsigned char *)j->buf + j->pos, &rec))
+        return true; /* next_record reports it */
+    return have >= (size_t)FCGI_HEADER_LEN + rec.len + rec.pad;
+}
+
+/* Sends the head and the body held back so far; the rest streams. */
+static void start_stream(struct fjob *j)
+{
+    struct colibri_response *resp = j->req->hc->resp;
+    http_start_stream(resp);
+    if (j->head.len > j->body_at)
+        colibri_resp_send_chunk(resp, j->head.buf + j->body_at, j->head.len - j->body_at);
+    strbuf_reset(&j->head);
+    j->body_at = 0;
 }
 
 /* Relays the answer. Returns the handler's status; *keep: the connection
@@ -378,12 +405,15 @@ static int relay(struct fjob *j, bool *keep, bool *got)
     bool head_done = false;
     *keep = false;
     j->len = j->pos = 0;
+    j->drained = true; /* the request just went: the answer takes a while */
     strbuf_reset(&j->head);
     for (;;) {
         struct fcgi_rec rec;
         ssize_t whole = next_record(j, &rec, got);
         if (whole < 0) {
             if (!head_done) {
+                if (j->reused && !*got && (whole == -EPIPE || whole == -ECONNRESET))
+                    return 502; /* a kept connection found closed: sent again, quietly */
                 LOG_LIMITED(LOG_WARN, "fastcgi: upstream %s: %s", where,
                             whole == -ETIMEDOUT ? "timed out"
                             : whole == -EBADMSG ? "invalid record"
@@ -393,6 +423,8 @@ static int relay(struct fjob *j, bool *keep, bool *got)
             }
             LOG_LIMITED(LOG_WARN, "fastcgi: upstream %s: %s: the answer is cut short", where,
                         whole == -ETIMEDOUT ? "timed out" : "failed");
+            if (!resp->streaming)
+                start_stream(j);
             req->hc->closing = true;
             resp->chunked = false; /* no last chunk: the client sees the cut */
             resp->interrupted = true;
@@ -401,29 +433,37 @@ static int relay(struct fjob *j, bool *keep, bool *got)
         const char *c = j->buf + j->pos + FCGI_HEADER_LEN;
         j->pos += (size_t)whole;
         if (rec.id != 1)
-            continue; /* not ours (a management record) */
+            goto next; /* not ours (a management record) */
         if (rec.type == FCGI_STDERR) {
             if (rec.len)
                 LOG_LIMITED(LOG_WARN, "fastcgi: %s: stderr: %.*s", where,
                             (int)MIN(rec.len, 1000u) - (c[rec.len - 1] == '\n'), c);
-            continue;
+            goto next;
         }
         if (rec.type == FCGI_END_REQUEST) {
             int proto = rec.len >= 5 ? (unsigned char)c[4] : 0;
             if (!head_done) {
+                if (j->reused && !*got && (whole == -EPIPE || whole == -ECONNRESET))
+                    return 502; /* a kept connection found closed: sent again, quietly */
                 LOG_LIMITED(LOG_WARN, "fastcgi: upstream %s: %s", where,
                             proto ? "refused the request (overloaded or cannot multiplex)"
                                   : "ended without a complete CGI head");
                 return proto ? 503 : 502;
             }
             *keep = proto == 0 && j->pos == j->len;
+            if (!resp->streaming) /* the whole answer came: head and body in one writev */
+                return colibri_resp_send_static(resp, resp->status, resp->mime,
+                                                j->head.buf + j->body_at, j->head.len - j->body_at);
             return 200;
         }
         if (rec.type != FCGI_STDOUT || !rec.len)
-            continue;
+            goto next;
         if (head_done) {
-            colibri_resp_send_chunk(resp, c, rec.len);
-            continue;
+            if (resp->streaming)
+                colibri_resp_send_chunk(resp, c, rec.len);
+            else if (strbuf_append(&j->head, c, rec.len))
+                return 500;
+            goto next;
         }
         /* the CGI head, gathered across records */
         if (strbuf_append(&j->head, c, rec.len))
@@ -441,13 +481,18 @@ static int relay(struct fjob *j, bool *keep, bool *got)
         if (cgi_answer_fields(&req->hc->hdrs, &h))
             return 500;
         resp->status = h.status;
+        j->body_at = (size_t)hl;
         if (h.status == 204 || h.status == 304) {
             /* no body: the head alone (what follows is dropped) */
             resp->head_only = true;
+            start_stream(j);
         }
-        http_start_stream(resp);
-        if (j->head.len > (size_t)hl)
-            colibri_resp_send_chunk(resp, j->head.buf + hl, j->head.len - (size_t)hl);
+    next:
+        /* the body so far is held back while more records are buffered,
+         * so that a whole small answer leaves in one writev; before a
+         * read that may wait, it goes out as the start of a stream */
+        if (head_done && !resp->streaming && !record_buffered(j))
+            start_stream(j);
     }
 }
 
@@ -500,7 +545,10 @@ static int fcgi_handler(struct colibri_request *req, struct colibri_response *re
         resp->upstream_addr = sv->text;
         bool reused = false;
         if (!fresh_retry) {
-            while ((j->fd = gw_pool_take(up, widx, (unsigned)j->srv)) >= 0 && !gw_idle_alive(j->fd))
+            /* a bodiless request found the kept connection closed is sent
+             * again on a fresh one below: only a body pays a peek first */
+            while ((j->fd = gw_pool_take(up, widx, (unsigned)j->srv)) >= 0 &&
+                   req->body_kind != BODY_NONE && !gw_idle_alive(j->fd))
                 fjob_close(j);
             reused = j->fd >= 0;
         }
@@ -521,6 +569,7 @@ static int fcgi_handler(struct colibri_request *req, struct colibri_response *re
             }
             j->fd = fd;
         }
+        j->reused = reused;
         bool client = false, keep = false, got = false;
         int r = send_request(j, s, &client);
         if (client) {

@@ -578,8 +578,11 @@ static int proxy_handler(struct colibri_request *req, struct colibri_response *r
         bool reused = false;
         j->fd = -1;
         if (!fresh_retry) {
+            /* a bodiless request found the kept connection closed is sent
+             * again on a fresh one below: only a body (that could not be
+             * sent again) pays a peek at the kept connection first */
             while ((j->fd = gw_pool_take(up, widx, (unsigned)j->srv)) >= 0 &&
-                   !gw_idle_alive(j->fd)) {
+                   req->body_kind != BODY_NONE && !gw_idle_alive(j->fd)) {
                 close(j->fd);
                 j->fd = -1;
             }

@@ -94,6 +94,19 @@ ssize_t gw_read(struct conn_ctx *ctx, int fd, void *buf, size_t cap, int timeout
     }
 }
 
+ssize_t gw_read_ready(struct conn_ctx *ctx, int fd, void *buf, size_t cap, int timeout_ms,
+                      bool *drained)
+{
+    if (*drained) {
+        int r = conn_wait_fd(ctx, fd, CONN_WAIT_READ, timeout_ms);
+        if (r < 0)
+            return r;
+    }
+    ssize_t n = gw_read(ctx, fd, buf, cap, timeout_ms);
+    *drained = n >= 0 && (size_t)n < cap;
+    return n;
+}
+
 bool gw_idle_alive(int fd)
 {
     char c;
