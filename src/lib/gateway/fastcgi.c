@@ -17,6 +17,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +58,7 @@ struct fcgi_route {
     struct fcgi_param *params;
     unsigned n_params;
     int connect_ms, read_ms, send_ms;
+    uint64_t id; /* unique in the process: the key of its lookups in scache */
 };
 
 struct fjob {
@@ -96,9 +99,76 @@ struct script {
     char path_info_buf[PATH_MAX];
 };
 
+/* The lookups of under_root() a worker made in the last SCACHE_MS, so
+ * that a script's realpath() (a readlink() per component) and stat() run
+ * once a second, not per request: a worker's own table, no locks. */
+#define SCACHE_N    32
+#define SCACHE_REL  200
+#define SCACHE_REAL 600
+#define SCACHE_MS   1000
+struct scache_ent {
+    uint64_t route; /* fcgi_route.id; 0: empty */
+    uint64_t at;    /* worker_now_ms() of the lookup */
+    uint16_t rel_len;
+    bool dir;
+    char rel[SCACHE_REL];
+    char real[SCACHE_REAL];
+};
+static pthread_key_t scache_key;
+static pthread_once_t scache_once = PTHREAD_ONCE_INIT;
+static __thread struct scache_ent *scache; /* SCACHE_N of them, freed at the thread's end */
+static _Atomic uint64_t route_ids;
+
+static void scache_init(void)
+{
+    pthread_key_create(&scache_key, free);
+}
+
+static struct scache_ent *scache_slot(const struct fcgi_route *fr, const char *rel, size_t len)
+{
+    if (len >= SCACHE_REL)
+        return NULL;
+    if (!scache) {
+        pthread_once(&scache_once, scache_init);
+        if (!(scache = calloc(SCACHE_N, sizeof(*scache))))
+            return NULL;
+        pthread_setspecific(scache_key, scache);
+    }
+    uint64_t h = gw_hash(rel, len) ^ fr->id * 0x9e3779b97f4a7c15ull;
+    return &scache[h % SCACHE_N];
+}
+
+static bool under_root_fresh(const struct fcgi_route *fr, const char *rel, size_t len, bool *dir,
+                             char *real);
+
 /* Whether root + rel is a regular file (or a folder, *dir) under the root. */
 static bool under_root(const struct fcgi_route *fr, const char *rel, size_t len, bool *dir,
                        char *real)
+{
+    struct scache_ent *e = scache_slot(fr, rel, len);
+    uint64_t now = worker_now_ms();
+    if (e && e->route == fr->id && e->rel_len == len && now - e->at < SCACHE_MS &&
+        !memcmp(e->rel, rel, len)) {
+        *dir = e->dir;
+        memcpy(real, e->real, strlen(e->real) + 1);
+        return true;
+    }
+    if (!under_root_fresh(fr, rel, len, dir, real))
+        return false; /* not cached: a file that appears is seen at once */
+    size_t rl = strlen(real);
+    if (e && rl < SCACHE_REAL) {
+        e->route = fr->id;
+        e->at = now;
+        e->rel_len = (uint16_t)len;
+        e->dir = *dir;
+        memcpy(e->rel, rel, len);
+        memcpy(e->real, real, rl + 1);
+    }
+    return true;
+}
+
+static bool under_root_fresh(const struct fcgi_route *fr, const char *rel, size_t len, bool *dir,
+                             char *real)
 {
     char p[PATH_MAX];
     if ((size_t)snprintf(p, sizeof(p), "%s%.*s", fr->root, (int)len, rel) >= sizeof(p))
@@ -760,6 +830,7 @@ static int from_config(struct colibri_server *srv, struct colibri_conf *sec, cha
     struct fcgi_route *fr = calloc(1, sizeof(*fr));
     if (!fr)
         return colibri_conf_error(sec, err, errlen, "out of memory");
+    fr->id = atomic_fetch_add_explicit(&route_ids, 1, memory_order_relaxed) + 1;
     fr->connect_ms = 5000;
     fr->read_ms = fr->send_ms = 60000;
     fr->prefix = strdup(prefix);
