@@ -342,15 +342,11 @@ static int build_params(struct fjob *j, const struct script *s, struct strbuf *b
     snprintf(num, sizeof(num), "%u", (unsigned)(peer->port >> 8 | (peer->port & 0xff) << 8));
     PAIR_S(&w, "REMOTE_PORT", num);
     /* the address and port the request came to */
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
     char saddr[64] = "", sport[8] = "";
-    if (!getsockname(req->ctx->fd, (struct sockaddr *)&ss, &sl)) {
-        struct conn_peer me = conn_peer_from(&ss);
-        if (me.family)
-            inet_ntop(me.family, me.addr, saddr, sizeof(saddr));
-        snprintf(sport, sizeof(sport), "%u", (unsigned)(me.port >> 8 | (me.port & 0xff) << 8));
-    }
+    const struct conn_peer *me = http_local_addr(req);
+    if (me->family)
+        inet_ntop(me->family, me->addr, saddr, sizeof(saddr));
+    snprintf(sport, sizeof(sport), "%u", (unsigned)(me->port >> 8 | (me->port & 0xff) << 8));
     PAIR_S(&w, "SERVER_ADDR", saddr);
     PAIR_S(&w, "SERVER_PORT", sport);
     struct view host = h->host;

@@ -376,7 +376,7 @@ static enum conn_verdict run(struct conn_ctx *ctx)
     hc->closing = hc->lingering = hc->mid_request = hc->after_proxy_hdr = false;
     hc->resp = NULL;
     if (ctx->fresh)
-        hc->counted = false;
+        hc->counted = hc->local_known = false;
 
     for (;;) {
         struct http_head head;

@@ -494,3 +494,17 @@ int colibri_defer(struct colibri_request *req, void (*fn)(void *), void *arg)
 {
     return coro_defer(req->ctx->coro, fn, arg);
 }
+
+const struct conn_peer *http_local_addr(struct colibri_request *req)
+{
+    struct http_conn *hc = req->hc;
+    if (!hc->local_known) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        hc->local = (struct conn_peer){0};
+        if (!getsockname(req->ctx->fd, (struct sockaddr *)&ss, &sl))
+            hc->local = conn_peer_from(&ss);
+        hc->local_known = true;
+    }
+    return &hc->local;
+}

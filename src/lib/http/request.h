@@ -102,7 +102,14 @@ struct http_conn {
     const struct http_filters *filters;
     const char *user;
     bool counted; /* metrics: a request of it was counted already */
+    /* the connection's own address (getsockname), once a handler asked
+     * for it with http_local_addr() */
+    bool local_known;
+    struct conn_peer local;
 };
+/* The address and port the connection came to (family 0 if unknown): one
+ * getsockname() per connection. */
+const struct conn_peer *http_local_addr(struct colibri_request *req);
 /* The user an auth filter let in, or NULL. */
 #define HTTP_REQ_USER(req) ((req)->filtered ? (req)->hc->user : NULL)
 
