@@ -61,7 +61,16 @@ struct fcgi_route {
     uint64_t id; /* unique in the process: the key of its lookups in scache */
 };
 
+struct script {
+    char file[PATH_MAX];   /* SCRIPT_FILENAME */
+    char name[PATH_MAX];   /* SCRIPT_NAME: the URL path of the script */
+    struct view path_info; /* the rest of the path after the script */
+    char path_info_buf[PATH_MAX];
+};
+
 struct fjob {
+    struct script s;
+    struct strbuf params;
     struct colibri_request *req;
     struct fcgi_route *fr;
     int fd, srv;
@@ -80,24 +89,60 @@ static void fjob_close(struct fjob *j)
     j->fd = -1;
 }
 
+/* A worker keeps one ended job, with its buffers, for its next request:
+ * no malloc/free of FCGI_BUF and the rest per request. Freed at the
+ * thread's end. */
+static __thread struct fjob *spare_job;
+static pthread_key_t spare_key;
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+
+static void spare_free(void *arg)
+{
+    struct fjob *j = arg;
+    free(j->buf);
+    strbuf_free(&j->out);
+    strbuf_free(&j->head);
+    strbuf_free(&j->params);
+    free(j);
+}
+
+static void spare_init(void)
+{
+    pthread_key_create(&spare_key, spare_free);
+}
+
+static struct fjob *fjob_new(void)
+{
+    struct fjob *j = spare_job;
+    if (j) {
+        spare_job = NULL;
+        pthread_setspecific(spare_key, NULL);
+        return j;
+    }
+    if (!(j = calloc(1, sizeof(*j))))
+        return NULL;
+    if (!(j->buf = malloc(FCGI_BUF))) {
+        free(j);
+        return NULL;
+    }
+    return j;
+}
+
 static void fjob_end(void *arg)
 {
     struct fjob *j = arg;
     fjob_close(j);
-    free(j->buf);
-    strbuf_free(&j->out);
-    strbuf_free(&j->head);
-    free(j);
+    if (!spare_job && j->out.cap <= FCGI_BUF && j->head.cap <= FCGI_BUF &&
+        j->params.cap <= FCGI_BUF) {
+        pthread_once(&spare_once, spare_init);
+        spare_job = j;
+        pthread_setspecific(spare_key, j);
+        return;
+    }
+    spare_free(j);
 }
 
 /* --- finding the script -------------------------------------------------------------- */
-
-struct script {
-    char file[PATH_MAX];   /* SCRIPT_FILENAME */
-    char name[PATH_MAX];   /* SCRIPT_NAME: the URL path of the script */
-    struct view path_info; /* the rest of the path after the script */
-    char path_info_buf[PATH_MAX];
-};
 
 /* The lookups of under_root() a worker made in the last SCACHE_MS, so
  * that a script's realpath() (a readlink() per component) and stat() run
@@ -189,13 +234,37 @@ static bool is_php(const char *p, size_t len)
     return len >= 4 && !memcmp(p + len - 4, ".php", 4);
 }
 
+/* Copies at most cap - 1 bytes of p and a NUL to o: the bytes copied. */
+static size_t copy_cut(char *o, size_t cap, const char *p, size_t n)
+{
+    n = MIN(n, cap - 1);
+    memcpy(o, p, n);
+    o[n] = '\0';
+    return n;
+}
+
 static void set_script(struct script *s, const struct fcgi_route *fr, const char *rel, size_t len,
                        const char *info, size_t info_len, const char *real)
 {
-    snprintf(s->file, sizeof(s->file), "%s", real);
-    snprintf(s->name, sizeof(s->name), "%.*s%.*s", (int)fr->prefix_len, fr->prefix, (int)len, rel);
-    snprintf(s->path_info_buf, sizeof(s->path_info_buf), "%.*s", (int)info_len, info);
-    s->path_info = (struct view){s->path_info_buf, strlen(s->path_info_buf)};
+    copy_cut(s->file, sizeof(s->file), real, strlen(real));
+    size_t n = copy_cut(s->name, sizeof(s->name), fr->prefix, fr->prefix_len);
+    copy_cut(s->name + n, sizeof(s->name) - n, rel, len);
+    n = copy_cut(s->path_info_buf, sizeof(s->path_info_buf), info, info_len);
+    s->path_info = (struct view){s->path_info_buf, n};
+}
+
+/* n in decimal at o (room for 21 bytes): its length, NUL-terminated. */
+static size_t fmt_u64(char *o, uint64_t n)
+{
+    char t[24];
+    size_t l = 0;
+    do
+        t[l++] = (char)('0' + n % 10);
+    while ((n /= 10));
+    for (size_t i = 0; i < l; i++)
+        o[i] = t[l - 1 - i];
+    o[l] = '\0';
+    return l;
 }
 
 /* 0 with s set (a script to run), or a status: the handler's answer
@@ -329,8 +398,7 @@ static int build_params(struct fjob *j, const struct script *s, struct strbuf *b
     else
         PAIR_S(&w, "CONTENT_TYPE", "");
     if (req->body_kind == BODY_LENGTH) {
-        snprintf(num, sizeof(num), "%lld", (long long)h->content_length);
-        PAIR_S(&w, "CONTENT_LENGTH", num);
+        pair(&w, "CONTENT_LENGTH", num, fmt_u64(num, (uint64_t)h->content_length));
     } else {
         PAIR_S(&w, "CONTENT_LENGTH", "");
     }
@@ -339,14 +407,14 @@ static int build_params(struct fjob *j, const struct script *s, struct strbuf *b
     colibri_req_remote_addr(req, addr, sizeof(addr));
     PAIR_S(&w, "REMOTE_ADDR", addr);
     const struct conn_peer *peer = conn_peer_of(req->ctx);
-    snprintf(num, sizeof(num), "%u", (unsigned)(peer->port >> 8 | (peer->port & 0xff) << 8));
-    PAIR_S(&w, "REMOTE_PORT", num);
+    pair(&w, "REMOTE_PORT", num,
+         fmt_u64(num, (unsigned)(peer->port >> 8 | (peer->port & 0xff) << 8)));
     /* the address and port the request came to */
-    char saddr[64] = "", sport[8] = "";
+    char saddr[64] = "", sport[24] = "";
     const struct conn_peer *me = http_local_addr(req);
-    if (me->family)
-        inet_ntop(me->family, me->addr, saddr, sizeof(saddr));
-    snprintf(sport, sizeof(sport), "%u", (unsigned)(me->port >> 8 | (me->port & 0xff) << 8));
+    if (http_peer_str(me, saddr, sizeof(saddr)))
+        saddr[0] = '\0';
+    fmt_u64(sport, (unsigned)(me->port >> 8 | (me->port & 0xff) << 8));
     PAIR_S(&w, "SERVER_ADDR", saddr);
     PAIR_S(&w, "SERVER_PORT", sport);
     struct view host = h->host;
@@ -377,14 +445,14 @@ static int build_params(struct fjob *j, const struct script *s, struct strbuf *b
 static int send_request(struct fjob *j, const struct script *s, bool *client)
 {
     struct colibri_request *req = j->req;
-    struct strbuf params = {0};
+    struct strbuf *params = &j->params;
     strbuf_reset(&j->out);
+    strbuf_reset(params);
     *client = false;
-    int r = fcgi_begin(&j->out, 1) || build_params(j, s, &params) ||
-                    fcgi_params(&j->out, 1, params.buf, params.len)
+    int r = fcgi_begin(&j->out, 1) || build_params(j, s, params) ||
+                    fcgi_params(&j->out, 1, params->buf, params->len)
                 ? -ENOMEM
                 : 0;
-    strbuf_free(&params);
     if (r)
         return r;
     if (req->body_kind == BODY_NONE && fcgi_stream(&j->out, FCGI_STDIN, 1, NULL, 0, true))
@@ -565,33 +633,26 @@ static int relay(struct fjob *j, bool *keep, bool *got)
 static int fcgi_handler(struct colibri_request *req, struct colibri_response *resp, void *data)
 {
     struct fcgi_route *fr = data;
-    struct script *s = malloc(sizeof(*s));
-    if (!s)
+    struct fjob *j = fjob_new();
+    if (!j)
         return 503;
-    int st = find_script(req, fr, s);
-    if (st) {
-        free(s);
-        return st == -1 ? files_serve(req, resp, fr->files) : st;
+    j->req = req;
+    j->fr = fr;
+    j->fd = j->srv = -1;
+    j->len = j->pos = j->body_at = 0;
+    j->reused = j->drained = false;
+    if (colibri_defer(req, fjob_end, j)) {
+        spare_free(j);
+        return 503;
     }
+    struct script *s = &j->s;
+    int st = find_script(req, fr, s);
+    if (st)
+        return st == -1 ? files_serve(req, resp, fr->files) : st;
     if (req->body_kind == BODY_CHUNKED) {
-        free(s);
         req->hc->closing = req->hc->lingering = true;
         return 411; /* PHP needs CONTENT_LENGTH */
     }
-    struct fjob *j = calloc(1, sizeof(*j));
-    if (!j) {
-        free(s);
-        return 503;
-    }
-    *j = (struct fjob){.req = req, .fr = fr, .fd = -1, .srv = -1};
-    if (colibri_defer(req, free, s)) {
-        free(j);
-        return 503;
-    }
-    if (colibri_defer(req, fjob_end, j))
-        return 503;
-    if (!(j->buf = malloc(FCGI_BUF)))
-        return 503;
     req->max_body = UINT64_MAX;
     struct gw_upstream *up = fr->up;
     unsigned widx = conn_worker_index(req->ctx);

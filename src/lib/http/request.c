@@ -478,11 +478,8 @@ bool colibri_req_is_secure(const struct colibri_request *req)
     return conn_is_secure(req->ctx);
 }
 
-int colibri_req_remote_addr(const struct colibri_request *req, char *buf, size_t len)
+int http_peer_str(const struct conn_peer *peer, char *buf, size_t len)
 {
-    /* as the runtime recorded it at accept(), or as a PROXY header named
-     * it; unknown (no table of peers, or not an IP peer) is -ENOTCONN */
-    const struct conn_peer *peer = conn_peer_of(req->ctx);
     if (peer->family != AF_INET && peer->family != AF_INET6)
         return -ENOTCONN;
     if (peer->family == AF_INET && len >= 16) {
@@ -503,6 +500,13 @@ int colibri_req_remote_addr(const struct colibri_request *req, char *buf, size_t
     if (!inet_ntop(peer->family, peer->addr, buf, (socklen_t)len))
         return -errno;
     return 0;
+}
+
+int colibri_req_remote_addr(const struct colibri_request *req, char *buf, size_t len)
+{
+    /* as the runtime recorded it at accept(), or as a PROXY header named
+     * it; unknown (no table of peers, or not an IP peer) is -ENOTCONN */
+    return http_peer_str(conn_peer_of(req->ctx), buf, len);
 }
 
 int colibri_defer(struct colibri_request *req, void (*fn)(void *), void *arg)

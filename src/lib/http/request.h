@@ -110,6 +110,9 @@ struct http_conn {
 /* The address and port the connection came to (family 0 if unknown): one
  * getsockname() per connection. */
 const struct conn_peer *http_local_addr(struct colibri_request *req);
+/* The address of peer as text in buf (len >= 46 for IPv6): 0, -ENOTCONN
+ * (not an IP address), or -errno. */
+int http_peer_str(const struct conn_peer *peer, char *buf, size_t len);
 /* The user an auth filter let in, or NULL. */
 #define HTTP_REQ_USER(req) ((req)->filtered ? (req)->hc->user : NULL)
 
