@@ -285,3 +285,65 @@ def test_config_errors(tmp_path, keys, key, words):
     lines = [l.strip() for l in keys.split("\n")]
     line = 3 if key == "fastcgi" else 4 + next(i for i, l in enumerate(lines) if l.startswith(key))
     check(p, conf, line, key, words)
+
+
+def test_whole_small_answer_has_a_length(make_server, fpm):
+    # an answer PHP-FPM ends at once goes out whole, with Content-Length (one
+    # writev), on a kept connection; one that flushes part way still streams
+    # (test_streamed_output)
+    srv = make_server(site=site(fpm))
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+    for _ in range(3):
+        c.request("GET", "/status.php")
+        r = c.getresponse()
+        assert r.read() == b"teapot"
+        assert r.status == 418 and r.getheader("X-Custom") == "yes"
+        assert r.getheader("Content-Length") == "6" and r.getheader("Transfer-Encoding") is None
+        assert r.getheader("Set-Cookie") == "a=1, b=2"
+    c.request("HEAD", "/status.php")
+    r = c.getresponse()
+    # PHP sends no body to a HEAD: no length is told rather than a wrong 0
+    assert r.status == 418 and r.read() == b"" and r.getheader("Content-Length") is None
+    c.request("GET", "/big.php")
+    r = c.getresponse()
+    assert r.read() == b"x" * 3000000
+    c.close()
+
+
+def test_kept_connections_closed_by_php_fpm_are_replaced(make_server, tmp_path):
+    # pm.max_requests = 2: a PHP-FPM child exits (closing the kept
+    # connection) after every second request; the bodiless requests that
+    # find their kept connection closed go again on a fresh one, quietly
+    www = tmp_path / "w"
+    www.mkdir()
+    (www / "hi.php").write_text('<?php echo "hi";')
+    sock = tmp_path / "f.sock"
+    conf = tmp_path / "f.conf"
+    user = "user = root\ngroup = root\n" if os.geteuid() == 0 else ""
+    conf.write_text(
+        "[global]\npid = %s\nerror_log = %s\ndaemonize = no\n"
+        "[www]\n%slisten = %s\npm = static\npm.max_children = 2\npm.max_requests = 2\n"
+        % (tmp_path / "f.pid", tmp_path / "f.log", user, sock)
+    )
+    args = [FPM, "-n", "-y", str(conf)] + (["-R"] if os.geteuid() == 0 else [])
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        body = "site {\n    fastcgi / {\n        to = unix:%s\n        root = %s\n    }\n}\n" % (sock, www)
+        srv = make_server(site=body, threads="1")
+        for i in range(12):
+            r, data = get(srv, "/hi.php")
+            assert (r.status, data) == (200, b"hi"), i
+            time.sleep(0.05)  # the child's exit reaches the kept connection
+        r, data = get(srv, "/hi.php", method="POST", body=b"a=1",
+                      headers={"Content-Type": "application/x-www-form-urlencoded"})
+        assert (r.status, data) == (200, b"hi")
+        assert "fastcgi" not in srv.stderr(), srv.stderr()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()

@@ -585,7 +585,9 @@ static int relay(struct fjob *j, bool *keep, bool *got)
                 return proto ? 503 : 502;
             }
             *keep = proto == 0 && j->pos == j->len;
-            if (!resp->streaming) /* the whole answer came: head and body in one writev */
+            if (!resp->streaming && req->head->method == COLIBRI_HEAD)
+                start_stream(j);       /* PHP sent no body: no length to tell */
+            else if (!resp->streaming) /* the whole answer came: head and body in one writev */
                 return colibri_resp_send_static(resp, resp->status, resp->mime,
                                                 j->head.buf + j->body_at, j->head.len - j->body_at);
             return 200;
