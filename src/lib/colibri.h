@@ -94,6 +94,9 @@ struct colibri_server *colibri_server_new(void);
 /* The TLS library this build uses ("OpenSSL 3.0.17 1 Jul 2025"), NULL when
  * it was built without TLS. */
 const char *colibri_tls_library(void);
+/* The HTTP/2 and regular-expression libraries this build runs with, as
+ * "nghttp2 1.52.0" and "PCRE2 10.42" into buf (len bytes); 0, or -ENOSPC. */
+int colibri_libraries(char *buf, size_t len);
 void colibri_server_free(struct colibri_server *srv);
 
 /* Makes a handler available to config files (copied; name must be unique:
@@ -347,6 +350,9 @@ bool colibri_req_has_body(const struct colibri_request *req);
 /* The raw header block, for debugging handlers like echo. */
 struct colibri_str colibri_req_headers_raw(const struct colibri_request *req);
 int colibri_req_http_minor(const struct colibri_request *req);
+/* The protocol the request came by: "HTTP/1.0", "HTTP/1.1" or "HTTP/2.0"
+ * (then colibri_req_http_minor() says 1). */
+const char *colibri_req_protocol(const struct colibri_request *req);
 /* "127.0.0.1" or "::1" into buf (the address accept() gave, or the one a
  * PROXY header named); 0, -ENOSPC when buf is too small, -ENOTCONN when
  * unknown. */

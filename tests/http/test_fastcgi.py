@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rawhttp import RawConn
+from rawhttp import RawConn, recv_until
 from test_config_errors import check, listener, run_config
 
 FPM = shutil.which("php-fpm8.2") or "/usr/sbin/php-fpm8.2"
@@ -178,10 +178,10 @@ def test_streamed_output(make_server, fpm):
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
     t0 = time.monotonic()
     s.sendall(b"GET /stream.php HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    first = s.recv(65536)
-    while b"part0" not in first:
-        first += s.recv(65536)
+    first = recv_until(s, lambda d: b"part0" in d, 10)
+    assert b"part0" in first, first
     t_first = time.monotonic() - t0
+    s.settimeout(10)
     rest = b""
     while True:
         b = s.recv(65536)

@@ -64,7 +64,7 @@ CASES = [
     ("http-2", b"GET /hello HTTP/2\r\n" + H + b"\r\n", 400),
     ("http-3.0", b"GET /hello HTTP/3.0\r\n" + H + b"\r\n", 505),
     ("http-0.9-style", b"GET /hello HTTP/0.9\r\n" + H + b"\r\n", {400, 505}),
-    ("h2-preface", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505),
+    # the HTTP/2 preface as a connection's first bytes starts HTTP/2: test_http2.py
     ("unknown-method", b"FOO /hello HTTP/1.1\r\n" + H + b"\r\n", 501),
     ("long-method", b"A" * 100 + b" /hello HTTP/1.1\r\n" + H + b"\r\n", 501),
     ("lowercase-method", b"get /hello HTTP/1.1\r\n" + H + b"\r\n", {400, 501}),
@@ -180,8 +180,6 @@ TLS_HELLO = bytes.fromhex("160301020001000 1fc0303".replace(" ", "")) + bytes(ra
         pytest.param(TLS_HELLO, 400, id="tls-client-hello"),
         pytest.param(bytes(range(0, 10)) + bytes(range(11, 200)), 400, id="binary-noise"),
         pytest.param(b"get\x00\x01\x02", 400, id="lowercase-then-noise"),
-        # the HTTP/2 preface: its request line names a version we do not speak
-        pytest.param(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505, id="http2-preface"),
     ],
 )
 def test_not_http_is_answered_at_once(server, raw, expected):

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import colibri_bin, free_port
-from rawhttp import RawConn
+from rawhttp import RawConn, recv_until
 from test_config_errors import check, failed, listener, run_config
 from wsclient import TEXT, BINARY, WS
 
@@ -227,12 +227,9 @@ def test_server_sent_events_stream_without_delay(make_server, upstreams):
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
     t0 = time.monotonic()
     s.sendall(b"GET /api/sse HTTP/1.1\r\nHost: x\r\n\r\n")
-    data = b""
-    while b"tick0" not in data:
-        data += s.recv(65536)
+    data = recv_until(s, lambda d: b"tick0" in d, 5)
     t_first = time.monotonic() - t0
-    while b"0\r\n\r\n" not in data:
-        data += s.recv(65536)
+    data += recv_until(s, lambda d: b"0\r\n\r\n" in data + d, 5)
     t_all = time.monotonic() - t0
     s.close()
     assert b"text/event-stream" in data and b"tick2" in data
@@ -299,9 +296,8 @@ def test_large_upload_and_download_bounded_memory(make_server, upstreams):
     time.sleep(1.0)
     mid = rss_kb(srv.proc.pid, "VmRSS")
     got = 0
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        buf += s.recv(65536)
+    buf = recv_until(s, lambda d: b"\r\n\r\n" in d, 10)
+    s.settimeout(10)
     head, rest = buf.split(b"\r\n\r\n", 1)
     assert b"Content-Length: %d" % size in head
     got = len(rest)

@@ -4,6 +4,7 @@ colibri_req_is_secure() through the stack, and the config errors. Real
 clients: Python ssl, curl and openssl s_client; certificates made by
 openssl in tmp_path."""
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -13,7 +14,7 @@ import time
 import pytest
 
 from conftest import colibri_bin, free_port
-from rawhttp import TIME_SCALE
+from rawhttp import TIME_SCALE, recv_until
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 
@@ -97,7 +98,7 @@ def test_https_answers_over_tls13_and_tls12_with_alpn(make_server, certs):
     port = free_port()
     make_server(site=tls_site(port))
     ctx = client_ctx()
-    ctx.set_alpn_protocols(["h2", "http/1.1"])
+    ctx.set_alpn_protocols(["http/1.1"])  # h2 first: test_http2.py
     t, data = get(port, "default.test", "default.test", ctx=ctx)
     assert data.startswith(b"HTTP/1.1 200 ") and data.endswith(b"Hello, World!")
     assert t == ("TLSv1.3", "http/1.1")
@@ -362,10 +363,8 @@ def test_websocket_over_tls_sees_bytes_the_transport_holds(make_server, certs, t
     with tls_conn(port) as t:
         t.sendall(b"GET /ws HTTP/1.1\r\nHost: default.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                   b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
-        buf = b""
-        while b"\r\n\r\n" not in buf:
-            buf += t.recv(4096)
-        assert buf.startswith(b"HTTP/1.1 101 ")
+        buf = recv_until(t, lambda d: b"\r\n\r\n" in d, 15)
+        assert buf.startswith(b"HTTP/1.1 101 "), buf
         buf = buf[buf.index(b"\r\n\r\n") + 4:]
         first, second = b"a" * 14000, b"second message"
         t.sendall(ws_frame(1, first) + ws_frame(1, second))  # one write: one record (< 16 KiB)
@@ -771,6 +770,8 @@ def test_log_format_tls_fields(make_server, certs, tmp_path):
 def test_version_names_the_tls_library(tmp_path):
     out = subprocess.run([str(colibri_bin()), "--version"], capture_output=True, timeout=10).stdout
     assert b" tls\n" in out and b"\ntls: OpenSSL 3." in out, out
+    assert re.search(rb"\nlibraries: nghttp2 1\.\d+\.\d+, PCRE2 10\.\d+", out), out
+    assert re.search(rb"features: .*\bhttp2\b.*\brewrite\b", out), out
 
 
 def test_connection_close_ends_with_close_notify(make_server, certs):
@@ -783,3 +784,40 @@ def test_connection_close_ends_with_close_notify(make_server, certs):
         out = s_client(port, version, "-msg")
         assert b"Hello, World!" in out
         assert b"Alert" in out and b"close_notify" in out, out[-600:]
+
+
+def test_metrics_count_tls_handshakes(make_server, certs, tmp_path):
+    """colibri_tls_handshakes_total: full, resumed (a ticket) and failed
+    handshakes, as the metrics section shows them (promtool accepts it)."""
+    import re as _re
+    import shutil as _shutil
+    port = free_port()
+    site = tls_site(port).replace("    handler /echo echo\n", "    handler /echo echo\n    metrics /metrics {\n    }\n", 1)
+    s = make_server(site=site)
+
+    def counts():
+        with s.conn() as c:
+            c.send(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            text = c.read_response().body.decode()
+        got = dict(_re.findall(r'^colibri_tls_handshakes_total\{result="(\w+)"\} (\d+)$', text, _re.M))
+        return {k: int(v) for k, v in got.items()}, text
+
+    before, _ = counts()
+    assert before == {"full": 0, "resumed": 0, "failed": 0}, before
+    sess = str(tmp_path / "sess.pem")
+    assert b"Hello, World!" in s_client(port, "-tls1_3", "-sess_out", sess)
+    assert b"Reused, TLSv1.3" in s_client(port, "-tls1_3", "-sess_in", sess)
+    assert b"Hello, World!" in s_client(port, "-tls1_2")
+    # a handshake that fails: TLS 1.0 only, which the server refuses
+    subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % port, "-tls1", "-cipher", "DEFAULT@SECLEVEL=0"],
+                   input=b"", capture_output=True, timeout=30)
+    deadline = time.monotonic() + 5 * TIME_SCALE
+    while True:
+        got, text = counts()
+        if got == {"full": 2, "resumed": 1, "failed": 1} or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert got == {"full": 2, "resumed": 1, "failed": 1}, got
+    if _shutil.which("promtool"):
+        p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, p.stdout + p.stderr

@@ -10,7 +10,11 @@
  * graceful stop wakes the sleeper with -ECANCELED. "nap" sleeps without
  * end until a command posted from another thread (worker_post) wakes it
  * with conn_wake(): it answers "slept 4" (CONN_WOKEN). "timers" answers how
- * many deadlines the worker's heap holds. */
+ * many deadlines the worker's heap holds. "multi" runs three requests in
+ * sub-contexts of the connection (several coroutines for one fd): one
+ * answers at once, one waits for the connection to resume it, one sleeps
+ * longer than the request timeout (the connection waits for them in no
+ * timeout queue); their answers go through the sub-contexts' I/O hooks. */
 #include "test.h"
 
 #include <arpa/inet.h>
@@ -50,6 +54,80 @@ static void wake_napper(struct worker *w, void *arg)
     }
 }
 
+/* The sub-contexts' I/O: what they write joins the connection's output. */
+static void sub_writev(struct conn_ctx *sub, const struct iovec *iov, int iovcnt)
+{
+    for (int i = 0; i < iovcnt; i++)
+        strbuf_append(&sub->parent->out, iov[i].iov_base, iov[i].iov_len);
+}
+static ssize_t sub_read(struct conn_ctx *sub)
+{
+    (void)sub;
+    return 0;
+}
+static void sub_sendfile(struct conn_ctx *sub, int fd, off_t off, size_t len)
+{
+    (void)sub, (void)fd, (void)off, (void)len;
+}
+static const struct conn_sub_ops line_sub_ops = {
+    .read = sub_read, .writev = sub_writev, .sendfile = sub_sendfile};
+
+/* A request of "multi": "now" answers at once, "wait" once the
+ * connection resumes it, "sleep" after 1500 ms. */
+static void sub_request(struct conn_ctx *sub, void *arg)
+{
+    const char *what = arg;
+    if (!strcmp(what, "wait"))
+        conn_sub_wait(sub);
+    else if (!strcmp(what, "sleep"))
+        conn_sleep(sub, 1500);
+    strbuf_append(&sub->out, what, strlen(what));
+    strbuf_append(&sub->out, "\n", 1);
+    conn_flush(sub); /* through line_sub_ops */
+}
+
+/* Runs on the worker thread: no CHECK here (its counters are the main
+ * thread's); a failed step is named in the answer, which the main thread
+ * checks. */
+static void multi(struct conn_ctx *ctx)
+{
+    static char *const what[] = {"now", "wait", "sleep"};
+    struct conn_ctx *sub[3];
+    const char *bad = NULL;
+    for (int i = 0; i < 3; i++) {
+        sub[i] = conn_sub_new(ctx, &line_sub_ops, sub_request, what[i]);
+        if (!sub[i] || sub[i]->parent != ctx || sub[i]->fd != ctx->fd) {
+            strbuf_append(&ctx->out, "multi FAIL new\n", 15);
+            return;
+        }
+        conn_sub_resume(sub[i]);
+    }
+    if (!conn_sub_done(sub[0]))
+        bad = "now not done";
+    else if (sub[1]->waiting != CONN_WAIT_PARENT || sub[2]->waiting != CONN_WAIT_TIMER)
+        bad = "waits";
+    else if (conn_sub_resume(sub[1]) != CORO_FINISHED)
+        bad = "wait not finished";
+    conn_sub_end(sub[0], CONN_CUT_PEER);
+    conn_sub_end(sub[1], CONN_CUT_PEER);
+    conn_flush(ctx);
+    /* the sleeper: the worker resumes it and kicks us */
+    if (!bad && conn_read_or_sub(ctx, true) != -EINTR)
+        bad = "no kick";
+    if (!bad && !conn_sub_done(sub[2]))
+        bad = "sleep not done";
+    conn_sub_end(sub[2], CONN_CUT_PEER);
+    if (!bad && ctx->subs != NULL)
+        bad = "subs left";
+    if (bad) {
+        strbuf_append(&ctx->out, "multi FAIL ", 11);
+        strbuf_append(&ctx->out, bad, strlen(bad));
+        strbuf_append(&ctx->out, "\n", 1);
+        return;
+    }
+    strbuf_append(&ctx->out, "multi done\n", 11);
+}
+
 static enum conn_verdict line_run(struct conn_ctx *ctx)
 {
     struct line_state *st = conn_state(ctx);
@@ -70,6 +148,11 @@ static enum conn_verdict line_run(struct conn_ctx *ctx)
                 int n = snprintf(msg, sizeof(msg), "slept %d\n", r);
                 strbuf_append(&ctx->out, msg, (size_t)n);
                 conn_flush(ctx);
+                continue;
+            }
+            if (len == 6 && !memcmp(start, "multi", 5)) {
+                ctx->in_pos += len;
+                multi(ctx);
                 continue;
             }
             if (len == 7 && !memcmp(start, "timers", 6)) {
@@ -243,6 +326,15 @@ TEST(a_protocol_that_is_not_http)
     CHECK(!memcmp(buf, "slept 0\n", 8));
     clock_gettime(CLOCK_MONOTONIC, &t1);
     CHECK((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >= 150);
+    close(c);
+
+    /* requests in sub-contexts of one connection: their answers in the
+     * order they came, the last after the request timeout (1 s) */
+    c = client(port);
+    send_str(c, "multi\n");
+    char mbuf[64] = {0};
+    CHECK_EQ_INT(read_n(c, mbuf, 26), 26);
+    CHECK(!memcmp(mbuf, "now\nwait\nsleep\nmulti done\n", 26));
     close(c);
 
     /* a peer that hangs up during a sleep: the connection is closed, the

@@ -81,9 +81,13 @@ static void version(void)
 #endif
     /* both always built: whether the kernel has them shows at start */
     printf(" seccomp landlock");
+    printf(" http2 rewrite");
     const char *tls = colibri_tls_library();
     if (tls)
         printf(" tls\ntls: %s", tls);
+    char libs[128];
+    if (!colibri_libraries(libs, sizeof(libs)))
+        printf("\nlibraries: %s", libs);
     printf("\n");
 }
 

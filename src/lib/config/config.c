@@ -431,6 +431,16 @@ static int plain_word(struct parser *ps, const char *key, size_t keylen, const c
  * at any place), its text into ps->value (as written, variables
  * expanded, when nothing is quoted; the one quoted word's content; or the
  * words joined by a blank), and whether a '{' ends it. */
+/* The closing '"' of the quoted text that opens at q (a backslash escapes
+ * the next byte), or e when it is missing. */
+static const char *closing_quote(const char *q, const char *e)
+{
+    for (q++; q < e && *q != '"'; q++)
+        if (*q == '\\' && q + 1 < e)
+            q++;
+    return q;
+}
+
 /* "KEY VALUE { k = v; k2 = v2 }   # comment": where the '{' at p opens a
  * section that ends on its line, the text between the braces into
  * *body..*body_end; false when the line does not end with " }". */
@@ -439,10 +449,7 @@ static bool one_line_body(const char *p, const char *e, const char **body, const
     const char *end = e;
     for (const char *q = p + 1; q < e; q++) {
         if (*q == '"') { /* a quoted '#' is no comment */
-            for (q++; q < e && *q != '"'; q++)
-                if (*q == '\\' && q + 1 < e)
-                    q++;
-            if (q == e)
+            if ((q = closing_quote(q, e)) == e)
                 break;
         } else if (*q == '#' && is_ws(q[-1])) {
             end = q;
@@ -528,13 +535,10 @@ static int one_line_section(struct parser *ps, const char *key, size_t keylen, c
     for (const char *p = body; p < body_end;) {
         const char *semi = NULL; /* the next ';' outside quotes */
         for (const char *q = p; q < body_end && !semi; q++) {
-            if (*q == '"') {
-                for (q++; q < body_end && *q != '"'; q++)
-                    if (*q == '\\' && q + 1 < body_end)
-                        q++;
-            } else if (*q == ';') {
+            if (*q == '"')
+                q = closing_quote(q, body_end);
+            else if (*q == ';')
                 semi = q;
-            }
         }
         const char *ie = semi ? semi : body_end;
         const char *k = skip_ws(p, ie);

@@ -137,8 +137,10 @@ static int build(struct colibri_server *srv, const char *prefix, const char *roo
     struct cache_params cp = {.ttl_ms = (uint32_t)MIN(o->cache_ms, UINT32_MAX),
                               .max_entries = MAX_ENTRIES};
     f->cache = cache_new(&files_entry_ops, f, &cp);
-    if (!f->cache)
+    if (!f->cache) {
+        r = -ENOMEM; /* r is 0 since colibri_server_allow_path() */
         goto out_free;
+    }
     /* without inotify, entries are refreshed after cache_for only */
     if (cp.ttl_ms)
         f->watch = files_watch_new(f->root_abs, f->cache);

@@ -230,6 +230,10 @@ void http_access_log(struct colibri_request *req, struct colibri_response *resp)
         memcpy(p, " HTTP/1.", 8);
         p += 8;
         *p++ = (char)('0' + head->version_minor);
+        if (head->flags & HTTP_F_H2) { /* " HTTP/2.0" */
+            p[-3] = '2';
+            p[-1] = '0';
+        }
     } else if (req->head_len) { /* refused by the parser: its bytes as they came */
         p = put_escaped(p, (struct view){.p = req->head_at, .len = req->head_len});
     } else {

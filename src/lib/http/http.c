@@ -129,7 +129,9 @@ static __attribute__((noinline)) int filters_before(struct colibri_request *req,
     return r < 0 ? http_status_of(r) : r;
 }
 
-static int dispatch(struct colibri_request *req, struct colibri_response *resp)
+/* Inline in handle(), HTTP/1.1's hot path; http_dispatch() for the others. */
+static inline __attribute__((always_inline)) int dispatch(struct colibri_request *req,
+                                                          struct colibri_response *resp)
 {
     const struct http_head *head = req->head;
     struct http_conn *hc = req->hc;
@@ -184,6 +186,11 @@ static int dispatch(struct colibri_request *req, struct colibri_response *resp)
     if ((h->needs & COLIBRI_NEED_BODY) && (r = http_body_pump(req, true)))
         return http_status_of(r);
     return h->fn(req, resp, route->data);
+}
+
+int http_dispatch(struct colibri_request *req, struct colibri_response *resp)
+{
+    return dispatch(req, resp);
 }
 
 /* A body that waits for "100 Continue": unless the handler reads it, the
@@ -369,6 +376,19 @@ static bool parkable(const struct http_conn *hc)
            hc->reqbody.cap <= KEEP_BUF_MAX;
 }
 
+/* Whether a 505 is the HTTP/2 preface that starts an h2c connection
+ * (prior knowledge): the connection's first bytes, on a plain listener
+ * that allows HTTP/2. */
+static __attribute__((noinline)) bool h2c_starts(struct conn_ctx *ctx,
+                                                 const struct http_config *cfg, bool first)
+{
+    static const char line[] = "PRI * HTTP/2.0\r\n";
+    unsigned i = conn_listener(ctx);
+    return first && cfg->h2_run && !ctx->tls && ctx->in_len - ctx->in_pos >= sizeof(line) - 1 &&
+           !memcmp(ctx->in + ctx->in_pos, line, sizeof(line) - 1) &&
+           !(cfg->http2_off && i < cfg->n_proxy_protocol && cfg->http2_off[i]);
+}
+
 static enum conn_verdict run(struct conn_ctx *ctx)
 {
     struct http_conn *hc = conn_state(ctx);
@@ -377,6 +397,10 @@ static enum conn_verdict run(struct conn_ctx *ctx)
     hc->resp = NULL;
     if (ctx->fresh)
         hc->counted = hc->local_known = false;
+    bool first = true; /* no request came in this run yet */
+    /* HTTP/2 over TLS: ALPN chose it in the handshake that just ended */
+    if (unlikely(ctx->tls != NULL) && ctx->fresh && hw->cfg->h2_run && conn_tls_alpn_is(ctx, "h2"))
+        return hw->cfg->h2_run(ctx);
 
     for (;;) {
         struct http_head head;
@@ -391,9 +415,12 @@ static enum conn_verdict run(struct conn_ctx *ctx)
             continue;
         }
         if (r < 0) {
+            if (r == -EPROTONOSUPPORT && h2c_starts(ctx, hw->cfg, first))
+                return hw->cfg->h2_run(ctx);
             http_send_error(ctx, http_status_of((int)r));
             break;
         }
+        first = false;
         if (!handle(ctx, hc, hw, &head, (size_t)r))
             break;
     }
@@ -522,7 +549,19 @@ static enum conn_verdict not_tls(struct conn_ctx *ctx)
     return CONN_LINGER;
 }
 
+/* ALPN: h2 first where the listener allows HTTP/2, then http/1.1. */
+static const char *alpn(const struct conn_ctx *ctx)
+{
+    const struct http_worker *hw = conn_worker_state(ctx);
+    const struct http_config *cfg = hw->cfg;
+    unsigned i = conn_listener(ctx);
+    if (cfg->h2_run && !(cfg->http2_off && i < cfg->n_proxy_protocol && cfg->http2_off[i]))
+        return "\x02h2\x08http/1.1";
+    return "\x08http/1.1";
+}
+
 const struct conn_proto http_proto = {
+    .alpn = alpn,
     .state_size = sizeof(struct http_conn),
     .run = run,
     .preamble = preamble,

@@ -68,6 +68,14 @@ struct http_config {
     struct tls_server *tls;
     const bool *tls_on;
     const uint16_t *redirect_https;
+    /* HTTP/2: the run of a connection that begins with its preface
+     * (http2/h2.h; NULL: none, the preface gets 505), by listener index
+     * (n_proxy_protocol of them) whether a listener refuses it (NULL:
+     * none does), and the settings it advertises */
+    enum conn_verdict (*h2_run)(struct conn_ctx *ctx);
+    const bool *http2_off;
+    uint32_t h2_max_streams;     /* SETTINGS_MAX_CONCURRENT_STREAMS */
+    size_t h2_window;            /* SETTINGS_INITIAL_WINDOW_SIZE, and the connection's */
     size_t ws_memory_max;        /* WebSocket messages being read, per worker: beyond, 1013 */
     uint32_t ws_idle_timeout_ms; /* a silent WebSocket is pinged, then closed; 0: never */
     /* the access log: the server's files (NULL: none), the top level's

@@ -252,7 +252,7 @@ static uint64_t body_received(const struct colibri_request *req)
 {
     if (req->body_kind == BODY_LENGTH)
         return (uint64_t)req->head->content_length - req->body_left;
-    if (req->body_kind == BODY_CHUNKED)
+    if (req->body_kind == BODY_CHUNKED || req->body_kind == BODY_TO_END)
         return req->body_left; /* the payload read so far */
     return 0;
 }
@@ -298,8 +298,7 @@ static struct val value(struct line *l, enum field f)
     case F_PROTOCOL:
         if (!head->method_str.len)
             return (struct val){.kind = K_NONE};
-        return (struct val){.kind = K_SAFE,
-                            .s = {.p = head->version_minor ? "HTTP/1.1" : "HTTP/1.0", .len = 8}};
+        return (struct val){.kind = K_SAFE, .s = {.p = colibri_req_protocol(req), .len = 8}};
     case F_STATUS:
         return (struct val){.kind = K_NUM, .n = (uint64_t)l->resp->final_status};
     case F_BODY_BYTES_SENT:
@@ -401,6 +400,10 @@ static char *put_request(char *p, const struct colibri_request *req, escape_fn e
     memcpy(p, " HTTP/1.", 8);
     p += 8;
     *p++ = (char)('0' + head->version_minor);
+    if (head->flags & HTTP_F_H2) { /* " HTTP/2.0" */
+        p[-3] = '2';
+        p[-1] = '0';
+    }
     return p;
 }
 

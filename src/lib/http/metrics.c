@@ -14,6 +14,7 @@
 #include "http/request.h"
 #include "http/vhost.h"
 #include "rt/conn.h"
+#include "rt/tls.h"
 
 _Atomic bool http_metrics_on;
 
@@ -178,6 +179,19 @@ int http_metrics_render(const struct colibri_request *req, struct strbuf *out)
                        "colibri_reloads_total{outcome=\"failed\"} %llu\n",
                        (unsigned long long)atomic_load(&reloads[1]),
                        (unsigned long long)atomic_load(&reloads[0]));
+    if (tls_available()) {
+        uint64_t full, resumed, failed;
+        tls_handshake_counts(&full, &resumed, &failed);
+        r |= strbuf_printf(out,
+                           "# HELP colibri_tls_handshakes_total TLS handshakes, by result: full, "
+                           "resumed (a session ticket) or failed.\n"
+                           "# TYPE colibri_tls_handshakes_total counter\n"
+                           "colibri_tls_handshakes_total{result=\"full\"} %llu\n"
+                           "colibri_tls_handshakes_total{result=\"resumed\"} %llu\n"
+                           "colibri_tls_handshakes_total{result=\"failed\"} %llu\n",
+                           (unsigned long long)full, (unsigned long long)resumed,
+                           (unsigned long long)failed);
+    }
     r |= strbuf_printf(out,
                        "# HELP process_start_time_seconds Start time of the process since the "
                        "epoch, in seconds.\n# TYPE process_start_time_seconds gauge\n"

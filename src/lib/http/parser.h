@@ -47,6 +47,9 @@ enum http_head_flags {
     /* a field some file answer reads (If-*, Range, Accept-Encoding) may be
      * there: without it, serve_files skips its pass over the fields */
     HTTP_F_FILE_FIELDS = 1u << 8,
+    /* not the parser's: the head of an HTTP/2 stream (http2/), built from
+     * its fields as if parsed (version_minor 1) */
+    HTTP_F_H2 = 1u << 9,
 };
 
 struct http_limits {

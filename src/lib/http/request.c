@@ -142,8 +142,9 @@ static int body_pace(struct colibri_request *req)
     }
     if (now < deadline) {
         uint64_t left = deadline - now;
-        if (left >= (uint64_t)cfg->request_timeout_s * 1000)
-            return 0; /* the request timeout comes first: an ordinary read */
+        if (left >= (uint64_t)cfg->request_timeout_s * 1000 || ctx->parent)
+            return 0; /* the request timeout comes first: an ordinary read (a
+                       * stream's framing keeps its own time) */
         /* the socket's readiness, or the deadline, waited for on a dup()
          * of it (the socket itself may join the worker's epoll meanwhile);
          * a stop (-ECANCELED) or an fd that cannot be watched leaves it to
@@ -282,6 +283,12 @@ int http_body_next(struct colibri_request *req, struct view *out)
             ctx->in_pos += got;
             req->body_left -= got;
             req->body_done = !req->body_left;
+        } else if (req->body_kind == BODY_TO_END) {
+            got = avail;
+            ctx->in_pos += got;
+            req->body_left += got; /* what was read so far */
+            if (req->body_left > req->max_body)
+                goto out_too_large;
         } else {
             hc->chunked.limit = req->max_body; /* the route's, known only now */
             ssize_t used = http_chunked_decode(&hc->chunked, p, avail, &got);
@@ -308,8 +315,11 @@ int http_body_next(struct colibri_request *req, struct view *out)
         int r = body_pace(req);
         if (r)
             return r;
-        if (conn_read(ctx, false) == 0)
-            goto out_bad;
+        if (conn_read(ctx, false) == 0) {
+            if (req->body_kind != BODY_TO_END)
+                goto out_bad;
+            req->body_done = true; /* its transport ended it */
+        }
         conn_progress(ctx);
     }
 
@@ -374,6 +384,12 @@ struct colibri_str colibri_req_headers_raw(const struct colibri_request *req)
 int colibri_req_http_minor(const struct colibri_request *req)
 {
     return req->head->version_minor;
+}
+const char *colibri_req_protocol(const struct colibri_request *req)
+{
+    if (req->head->flags & HTTP_F_H2)
+        return "HTTP/2.0";
+    return req->head->version_minor ? "HTTP/1.1" : "HTTP/1.0";
 }
 
 /* The decoded value of name in an urlencoded list ("a=1&b=x+y"), in the

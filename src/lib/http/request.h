@@ -62,7 +62,26 @@ struct http_worker {
     size_t log_peer_len;
 };
 
-enum body_kind { BODY_NONE, BODY_LENGTH, BODY_CHUNKED };
+/* BODY_TO_END: framed by its transport (an HTTP/2 stream without a
+ * Content-Length): it ends where conn_read() says 0 */
+enum body_kind { BODY_NONE, BODY_LENGTH, BODY_CHUNKED, BODY_TO_END };
+
+struct colibri_request;
+struct colibri_response;
+/* The framing of an exchange that is not HTTP/1.1 on the connection's own
+ * socket: an HTTP/2 stream (http2/). NULL in req->fr for HTTP/1.1, whose
+ * framing is written inline here (the fast path). Everything else of the
+ * exchange is the same code: its body bytes, both ways, go through the
+ * runtime's I/O on req->ctx, which for a stream is a sub-context whose
+ * I/O the framing implements (rt/conn.h, struct conn_sub_ops). */
+struct http_framing {
+    /* The head of the answer: status, type (NULL: none), length (< 0:
+     * none, a stream), resp->lines and hc->hdrs; after it the body
+     * follows through the sub-context's I/O, unless the answer has none
+     * (HEAD, 1xx, 204, 304, or length 0), which ends the exchange. */
+    void (*head)(struct colibri_request *req, struct colibri_response *resp, int status,
+                 int64_t content_length, const char *mime);
+};
 
 /* How a request body is being read, in the connection's state rather than
  * the request's, so a request without a body does not pay for zeroing it:
@@ -106,6 +125,7 @@ struct http_conn {
      * for it with http_local_addr() */
     bool local_known;
     struct conn_peer local;
+    void *h2; /* an HTTP/2 connection's state (http2/h2.h), or NULL */
 };
 /* The address and port the connection came to (family 0 if unknown): one
  * getsockname() per connection. */
@@ -143,10 +163,11 @@ struct colibri_request {
     unsigned needs;   /* the handler's enum colibri_need */
     struct view path; /* decoded and normalised: the head's bytes, or the arena's */
     uint64_t body_left;
-    uint64_t max_body;          /* the route's limit, or the server's */
-    struct http_mp *mp;         /* colibri_req_multipart_next()'s state, once called */
-    const struct http_log *log; /* where its access log line goes (NULL: none) */
-    uint64_t t0_ns;             /* the worker's clock when it began (request_time_ms) */
+    uint64_t max_body;             /* the route's limit, or the server's */
+    struct http_mp *mp;            /* colibri_req_multipart_next()'s state, once called */
+    const struct http_log *log;    /* where its access log line goes (NULL: none) */
+    uint64_t t0_ns;                /* the worker's clock when it began (request_time_ms) */
+    const struct http_framing *fr; /* NULL: HTTP/1.1 on ctx's socket */
 };
 
 struct colibri_response {
@@ -172,6 +193,13 @@ struct colibri_response {
     int64_t upstream_ms;
 };
 
+/* --- http.c --- */
+
+/* Routes the request and runs its handler (or answers it): the status for
+ * http_write_response() when the handler did not answer itself. The
+ * exchange's part of a request, whatever its framing. */
+int http_dispatch(struct colibri_request *req, struct colibri_response *resp);
+
 /* --- request.c --- */
 
 /* Decodes and normalises the target's path into req->path: 0, -EBADMSG,
@@ -180,7 +208,7 @@ struct colibri_response {
  * that http_pin_head() moves with the head); the others go to
  * http_decode_path_escaped(), which decodes into the arena. */
 int http_decode_path_escaped(struct colibri_request *req);
-static inline int http_decode_path(struct colibri_request *req)
+static inline __attribute__((always_inline)) int http_decode_path(struct colibri_request *req)
 {
     struct view raw = req->head->path;
     /* only '%' escapes, "." segments and repeated slashes need work */

@@ -228,6 +228,14 @@ static __attribute__((noinline)) void write_head_any(struct colibri_request *req
     struct http_conn *hc = req->hc;
     struct strbuf *out = &ctx->out;
     const struct http_config *cfg = req->cfg;
+    if (unlikely(req->fr != NULL)) {
+        /* another framing (its streams are closing: write_head_ok() sent
+         * them here); the body's first bytes wait in out, as after a head */
+        req->fr->head(req, resp, status, content_length, mime);
+        if (body.len && strbuf_append(out, body.p, body.len) < 0)
+            coro_abort(ctx->coro);
+        return;
+    }
     /* a 200 with a type begins with ok_head; any other, a 200's status
      * line with its Date line (ok_date) */
     bool ok = status == 200;
@@ -384,7 +392,9 @@ void http_start_stream(struct colibri_response *resp)
     struct colibri_request *req = resp->req;
     resp->streaming = true;
     resp->final_status = resp->status ? resp->status : 200;
-    if (req->head->version_minor >= 1)
+    if (req->fr)
+        ; /* framed by its stream */
+    else if (req->head->version_minor >= 1)
         resp->chunked = true;
     else
         req->hc->closing = true; /* HTTP/1.0: the end of the body is the close */

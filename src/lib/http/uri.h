@@ -79,7 +79,8 @@ static inline bool uri_word_needs_decoding(uint64_t w)
 /* Whether the raw path p needs percent-decoding or normalising: it has a
  * '%', or a '/' followed by '/' or '.'. May say yes for a path of 4 to 7
  * bytes that needs neither (see above): decoding it then changes nothing. */
-static inline bool http_path_needs_decoding(const char *p, size_t len)
+static inline __attribute__((always_inline)) bool http_path_needs_decoding(const char *p,
+                                                                           size_t len)
 {
     if (len >= 8) {
         size_t i = 0;

@@ -192,6 +192,8 @@ int colibri_ws_upgrade(struct colibri_request *req, struct colibri_response *res
     *out = NULL;
     if (resp->streaming || resp->sent)
         return 500;
+    if (req->fr) /* an HTTP/2 stream: no RFC 8441 extended CONNECT (yet) */
+        return 501;
     if (!colibri_req_header(req, "Upgrade", &v) || !has_token(v, "websocket")) {
         colibri_resp_header(resp, "Upgrade", "websocket");
         colibri_resp_header(resp, "Sec-WebSocket-Version", "13");

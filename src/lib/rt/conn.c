@@ -81,6 +81,8 @@ static __attribute__((noinline)) void flush_and_wait_readable(struct conn_ctx *c
  * may have to write first (a key update): it waits for that. */
 static __attribute__((noinline)) ssize_t read_tls(struct conn_ctx *ctx, bool may_idle)
 {
+    if (ctx->sub_ops) /* a sub-context: its protocol's input, not the socket's */
+        return ctx->sub_ops->read(ctx);
     for (;;) {
         ssize_t n = tls_read(ctx, ctx->in + ctx->in_len, ctx->in_cap - ctx->in_len);
         if (n > 0) {
@@ -174,22 +176,11 @@ static int iov_skip(struct iovec **iovp, int iovcnt, size_t n)
     return iovcnt;
 }
 
-void conn_writev(struct conn_ctx *ctx, struct iovec *iov, int iovcnt)
+/* Writes iov whole (plain or TLS); after: bytes still to come behind it,
+ * which ctx->unsent counts too if the connection fails meanwhile. */
+static inline __attribute__((always_inline)) void write_all(struct conn_ctx *ctx, struct iovec *iov,
+                                                            int iovcnt, size_t after)
 {
-    while (iovcnt > 0) {
-        ssize_t n =
-            likely(!ctx->tls) ? sys_writev(ctx->fd, iov, iovcnt) : tls_writev(ctx, iov, iovcnt);
-        if (n < 0)
-            retry_or_abort(ctx, CONN_WAIT_WRITE, iov_total(iov, iovcnt));
-        else
-            iovcnt = iov_skip(&iov, iovcnt, (size_t)n);
-    }
-}
-
-void conn_write_part(struct conn_ctx *ctx, const void *p, size_t len, size_t after)
-{
-    struct iovec one = {.iov_base = (void *)p, .iov_len = len}, *iov = &one;
-    int iovcnt = 1;
     while (iovcnt > 0) {
         ssize_t n =
             likely(!ctx->tls) ? sys_writev(ctx->fd, iov, iovcnt) : tls_writev(ctx, iov, iovcnt);
@@ -198,6 +189,21 @@ void conn_write_part(struct conn_ctx *ctx, const void *p, size_t len, size_t aft
         else
             iovcnt = iov_skip(&iov, iovcnt, (size_t)n);
     }
+}
+
+void conn_writev(struct conn_ctx *ctx, struct iovec *iov, int iovcnt)
+{
+    if (unlikely(ctx->tls != NULL) && ctx->sub_ops) {
+        ctx->sub_ops->writev(ctx, iov, iovcnt);
+        return;
+    }
+    write_all(ctx, iov, iovcnt, 0);
+}
+
+void conn_write_part(struct conn_ctx *ctx, const void *p, size_t len, size_t after)
+{
+    struct iovec one = {.iov_base = (void *)p, .iov_len = len};
+    write_all(ctx, &one, 1, after);
 }
 
 void conn_writev_rest(struct conn_ctx *ctx, struct iovec *iov, int iovcnt, ssize_t n)
@@ -244,6 +250,10 @@ void conn_flush_out(struct conn_ctx *ctx)
 void conn_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len)
 {
     if (ctx->tls) {
+        if (ctx->sub_ops) {
+            ctx->sub_ops->sendfile(ctx, file_fd, offset, len);
+            return;
+        }
         tls_sendfile(ctx, file_fd, offset, len);
         return;
     }
@@ -302,6 +312,8 @@ static __attribute__((noinline)) void after_run(struct conn_ctx *ctx, enum conn_
 
 void conn_try_write(struct conn_ctx *ctx, const void *p, size_t len)
 {
+    if (ctx->sub_ops)
+        return; /* last words are the protocol's, on its own context */
     if (ctx->tls) {
         tls_try_write(ctx, p, len);
         return;

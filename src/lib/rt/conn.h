@@ -64,9 +64,10 @@ static_assert(sizeof(struct conn) == 32, "two connection entries per cache line"
 enum conn_wait {
     CONN_WAIT_READ = 1,
     CONN_WAIT_WRITE = 2,
-    CONN_WAIT_TIMER = 3, /* conn_sleep(): only the timer */
-    CONN_WAIT_FD = 4,    /* conn_wait_fd(): a foreign fd, and maybe the timer */
-    CONN_PARK = 5,       /* conn_park(): idle between requests, keeping the context */
+    CONN_WAIT_TIMER = 3,  /* conn_sleep(): only the timer */
+    CONN_WAIT_FD = 4,     /* conn_wait_fd(): a foreign fd, and maybe the timer */
+    CONN_PARK = 5,        /* conn_park(): idle between requests, keeping the context */
+    CONN_WAIT_PARENT = 6, /* conn_sub_wait(): a sub-context waits for its connection's protocol */
 };
 
 /* What the protocol's run() tells the runtime when it returns. */
@@ -122,10 +123,28 @@ struct conn_proto {
      * or CONN_LINGER (the bytes are still unread). Optional: without it
      * the connection just closes. */
     enum conn_verdict (*not_tls)(struct conn_ctx *ctx);
+    /* The ALPN protocols a TLS connection offers, in the wire format
+     * (length-prefixed names, best first: "\x02h2\x08http/1.1").
+     * Optional: without it, http/1.1. */
+    const char *(*alpn)(const struct conn_ctx *ctx);
     /* Work the protocol put off (buffered log lines): called on the worker
      * thread at its first wake-up in a later second after the protocol asked
      * with conn_want_tick(); an idle worker wakes for it. Optional. */
     void (*tick)(void *worker_state);
+};
+
+struct conn_ctx;
+/* The I/O of a sub-context (conn_sub_new): its I/O wrappers never touch
+ * the socket but call these, which the protocol that multiplexes the
+ * connection implements (waiting with conn_sub_wait() as they must). */
+struct conn_sub_ops {
+    /* Appends what the protocol received for sub to sub->in: the count,
+     * or 0 at the end of its input. A failure aborts sub's coroutine. */
+    ssize_t (*read)(struct conn_ctx *sub);
+    /* Takes all of iov (copied, or sent before it returns). */
+    void (*writev)(struct conn_ctx *sub, const struct iovec *iov, int iovcnt);
+    /* Takes len bytes of file_fd from offset before it returns. */
+    void (*sendfile)(struct conn_ctx *sub, int file_fd, off_t offset, size_t len);
 };
 
 /* A connection's peer as accept() gave it (protocol-neutral: an address
@@ -183,6 +202,19 @@ struct conn_ctx {
     /* the bytes of the write under way that had not gone out when it
      * last waited or failed (0 once it completed): for abandon() */
     size_t unsent;
+    /* several coroutines for one connection (conn_sub_new): a sub-context's
+     * connection context and the protocol's I/O for it (NULL for a
+     * connection's own); a connection's sub-contexts, and whether one of
+     * them was resumed by the worker (a timer, an fd, conn_wake) since the
+     * protocol last looked (conn_read_or_sub) */
+    struct conn_ctx *parent;
+    const struct conn_sub_ops *sub_ops;
+    void (*sub_fn)(struct conn_ctx *sub, void *arg);
+    void *sub_arg;
+    struct conn_ctx *subs, *sub_prev, *sub_next;
+    bool sub_kick;
+    bool kick_read;                    /* in conn_read_or_sub(), waiting: a sub's kick resumes it */
+    bool read_untimed;                 /* and it has sub-contexts at work: no timeout queue */
     alignas(16) unsigned char state[]; /* the protocol's, state_size bytes */
 };
 
@@ -273,6 +305,8 @@ const char *conn_tls_version(const struct conn_ctx *ctx);
 const char *conn_tls_server_name(const struct conn_ctx *ctx);
 const char *conn_tls_cipher(const struct conn_ctx *ctx);
 bool conn_tls_resumed(const struct conn_ctx *ctx);
+/* Whether ALPN chose the protocol name (e.g. "h2") for the connection. */
+bool conn_tls_alpn_is(const struct conn_ctx *ctx, const char *name);
 /* Waiting without blocking: the coroutine is suspended, the worker goes on
  * with the other connections. While a connection waits this way it is in
  * no timeout queue (waiting is not stalling: the caller's own timeout
@@ -319,6 +353,44 @@ int conn_wait_fd_kept(struct conn_ctx *ctx, int fd, unsigned events, int timeout
  * loop, so the caller may wake many connections in one pass. Nothing when
  * ctx is not waiting, or was woken already. */
 void conn_wake(struct conn_ctx *ctx, int result);
+
+/* --- several coroutines for one connection ------------------------------ */
+
+/* A protocol that multiplexes requests on one connection (HTTP/2) runs
+ * each in a sub-context: a context from the same pool, with its own
+ * coroutine, buffers, protocol state slot (conn_state()), timer and
+ * waits, for the same fd. fn(sub, arg) runs when the protocol first
+ * resumes it. Its I/O wrappers (conn_read, conn_write*, conn_flush*,
+ * conn_sendfile) call ops instead of touching the socket; conn_sleep,
+ * conn_wait_fd (not CONN_FD_SELF) and conn_wake work as for a
+ * connection: when the worker resumes a sub-context (its timer or fd),
+ * the connection's coroutine is told (conn_read_or_sub returns -EINTR).
+ * From the connection's coroutine; NULL when out of memory. */
+struct conn_ctx *conn_sub_new(struct conn_ctx *parent, const struct conn_sub_ops *ops,
+                              void (*fn)(struct conn_ctx *sub, void *arg), void *arg);
+/* From the connection's coroutine: runs sub until it yields or ends.
+ * Returns what it waits for (CONN_WAIT_PARENT: the protocol resumes it;
+ * CONN_WAIT_TIMER or CONN_WAIT_FD: the worker does, and this returns that
+ * without running it), CORO_FINISHED or CORO_ABORTED. */
+int conn_sub_resume(struct conn_ctx *sub);
+/* From inside sub: waits until the protocol resumes it (conn_sub_resume). */
+void conn_sub_wait(struct conn_ctx *sub);
+/* Whether sub's fn returned or its coroutine aborted. */
+static inline bool conn_sub_done(const struct conn_ctx *sub)
+{
+    return sub->coro->done;
+}
+/* Not from inside sub: ends it (the protocol's abandon() hook is told
+ * with why, its wait ends, its defers run) and gives its context back.
+ * A connection that closes ends its sub-contexts so. */
+void conn_sub_end(struct conn_ctx *sub, enum conn_cut why);
+/* conn_read(ctx, false) for a connection with sub-contexts: -EINTR
+ * (without reading) when one of them was resumed by the worker since the
+ * last call, also while this one waits for input. The wait for input is
+ * under keep_alive_timeout when the protocol says it is not busy; when it
+ * is (requests in sub-contexts), it is in no timeout queue, as a
+ * conn_sleep() is not: the sub-contexts' own waits bound the time. */
+ssize_t conn_read_or_sub(struct conn_ctx *ctx, bool busy);
 
 /* Per-connection buffers above this size are not kept in the pool, nor
  * across a conn_park(). */

@@ -76,6 +76,9 @@ static_assert(offsetof(struct worker, view) == 0, "conn_worker_of() casts");
 
 /* The thread's body: the loop, until the stop (worker_wake) is done. */
 void *worker_main(void *w);
+/* worker.c, for worker_life.c */
+void worker_first_clocks(struct worker *w);
+void worker_free_pool(struct worker *w);
 
 /* A connection's table entries (conns[fd], peers[fd]) belong to the thread
  * that holds the fd. One worker closes it and the kernel may give the same
@@ -111,6 +114,11 @@ int accept_one(int lfd, int *spare, struct conn_peer *peers, uint32_t max_fds);
 #define EV_FOREIGN_MAX      (1 << 24)
 #define EV_FOREIGN_FD(u)    ((int)((u) >> 40))
 #define EV_FOREIGN_OF(f, c) (EV_FOREIGN | (uint64_t)(f) << 40 | (uint32_t)(c))
+
+/* worker.c: a context from the pool (a parked one taken back when it is
+ * empty), NULL when out of memory; and one given back (or freed). */
+struct conn_ctx *worker_ctx_get(struct worker *w);
+void worker_ctx_put(struct worker *w, struct conn_ctx *ctx);
 
 /* conn.c: suspends the coroutine until the socket is ready for what
  * (CONN_WAIT_READ or CONN_WAIT_WRITE), under the request timeout. */

@@ -2,6 +2,7 @@
 #include "rt/tls.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,16 +169,19 @@ static int on_server_name(SSL *ssl, int *alert, void *arg)
     return SSL_TLSEXT_ERR_OK; /* unknown: the default site's certificate */
 }
 
-/* ALPN: http/1.1 when offered; otherwise no ALPN at all (as nginx). */
+/* ALPN: the first of the protocol's list (conn_proto.alpn, else
+ * http/1.1) that the client offers; none of them: no ALPN at all (as
+ * nginx). */
 static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
                    const unsigned char *in, unsigned inlen, void *arg)
 {
-    (void)ssl;
     (void)arg;
-    static const unsigned char ours[] = "\x08http/1.1";
+    const struct conn_ctx *ctx = SSL_get_app_data(ssl);
+    const struct conn_proto *proto = ctx ? ctx->worker->cfg->proto : NULL;
+    const char *ours = proto && proto->alpn ? proto->alpn(ctx) : "\x08http/1.1";
     unsigned char *sel;
-    if (SSL_select_next_proto(&sel, outlen, ours, sizeof(ours) - 1, in, inlen) !=
-        OPENSSL_NPN_NEGOTIATED)
+    if (SSL_select_next_proto(&sel, outlen, (const unsigned char *)ours, (unsigned)strlen(ours), in,
+                              inlen) != OPENSSL_NPN_NEGOTIATED)
         return SSL_TLSEXT_ERR_NOACK;
     *out = sel;
     return SSL_TLSEXT_ERR_OK;
@@ -404,6 +408,23 @@ static int first_byte(struct conn_ctx *ctx)
     }
 }
 
+/* Handshake counts (tls_handshake_counts): one relaxed atomic add per
+ * handshake, which costs a thousand times that in arithmetic. */
+static _Atomic uint64_t hs_full, hs_resumed, hs_failed;
+
+void tls_handshake_counts(uint64_t *full, uint64_t *resumed, uint64_t *failed)
+{
+    *full = atomic_load_explicit(&hs_full, memory_order_relaxed);
+    *resumed = atomic_load_explicit(&hs_resumed, memory_order_relaxed);
+    *failed = atomic_load_explicit(&hs_failed, memory_order_relaxed);
+}
+
+static int handshake_failed(void)
+{
+    atomic_fetch_add_explicit(&hs_failed, 1, memory_order_relaxed);
+    return -1;
+}
+
 int tls_accept(struct conn_ctx *ctx, struct tls_server *ts)
 {
     int b = first_byte(ctx);
@@ -414,13 +435,14 @@ int tls_accept(struct conn_ctx *ctx, struct tls_server *ts)
     SSL_CTX *c = start_ctx(ts);
     SSL *ssl = c ? SSL_new(c) : NULL;
     if (!ssl)
-        return -1;
+        return handshake_failed();
     if (!SSL_set_fd(ssl, ctx->fd)) {
         SSL_free(ssl);
-        return -1;
+        return handshake_failed();
     }
     /* the connection owns it from here: conn_close() frees it */
     conn_worker_of(ctx)->conns[ctx->fd].tls = ssl;
+    SSL_set_app_data(ssl, ctx); /* for on_alpn(), during the handshake */
     /* bytes read before the handshake (behind a PROXY header) come first:
      * a memory BIO holds them until drained, then the socket's takes over */
     size_t early = ctx->in_len - ctx->in_pos;
@@ -428,7 +450,7 @@ int tls_accept(struct conn_ctx *ctx, struct tls_server *ts)
         BIO *copy = BIO_new(BIO_s_mem());
         if (!copy || BIO_write(copy, ctx->in + ctx->in_pos, (int)early) != (int)early) {
             BIO_free(copy);
-            return -1;
+            return handshake_failed();
         }
         BIO_set_mem_eof_return(copy, -1);
         SSL_set0_rbio(ssl, copy);
@@ -441,11 +463,11 @@ int tls_accept(struct conn_ctx *ctx, struct tls_server *ts)
         if (r == 1)
             break;
         if (ssl_fail(ctx, ssl, r) >= 0)
-            return -1;
+            return handshake_failed();
         if (errno == EINTR)
             continue;
         if (errno != EAGAIN)
-            return -1;
+            return handshake_failed();
         if (early && ctx->tls_want == CONN_WAIT_READ) {
             /* the early bytes are used up: on to the socket */
             early = 0;
@@ -456,12 +478,15 @@ int tls_accept(struct conn_ctx *ctx, struct tls_server *ts)
         }
         conn_wait_io(ctx, ctx->tls_want);
     }
+    SSL_set_app_data(ssl, NULL); /* the context is only lent */
     /* one read() per request from here: without read-ahead OpenSSL reads
      * a record's 5-byte header and then its body, two system calls each
      * time. Not during the handshake: with bytes read before it (behind a
      * PROXY header) in a memory BIO, a read-ahead handshake stalled when
      * the ClientHello came in parts (seen under valgrind). */
     SSL_set_read_ahead(ssl, 1);
+    atomic_fetch_add_explicit(SSL_session_reused(ssl) ? &hs_resumed : &hs_full, 1,
+                              memory_order_relaxed);
     ctx->tls = ssl;
     conn_progress(ctx); /* the first request gets its own timeout */
     return 0;
@@ -557,7 +582,7 @@ bool tls_pending(const struct conn_ctx *ctx)
 {
     /* SSL_pending() counts decrypted bytes only; with read-ahead, whole
      * records may wait undecrypted in OpenSSL's buffer too */
-    return ctx->tls && SSL_has_pending(ctx->tls);
+    return ctx->tls && !ctx->sub_ops && SSL_has_pending(ctx->tls);
 }
 
 void tls_try_write(struct conn_ctx *ctx, const void *p, size_t len)
@@ -705,66 +730,9 @@ void tls_free(void *tls)
     (void)tls;
 }
 
+void tls_handshake_counts(uint64_t *full, uint64_t *resumed, uint64_t *failed)
+{
+    *full = *resumed = *failed = 0;
+}
+
 #endif
-
-bool tls_ktls_probe(const char *ulp_list)
-{
-    FILE *f = fopen(ulp_list ? ulp_list : "/proc/sys/net/ipv4/tcp_available_ulp", "re");
-    if (!f)
-        return false;
-    char buf[512];
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    for (char *save, *w = strtok_r(buf, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save))
-        if (!strcmp(w, "tls"))
-            return true;
-    return false;
-}
-
-/* --- what the protocol asks ------------------------------------------------ */
-
-bool conn_is_secure(const struct conn_ctx *ctx)
-{
-    return ctx->tls != NULL;
-}
-
-const char *conn_tls_version(const struct conn_ctx *ctx)
-{
-#ifdef COLIBRI_WITH_OPENSSL
-    return ctx->tls ? SSL_get_version(ctx->tls) : NULL;
-#else
-    (void)ctx;
-    return NULL;
-#endif
-}
-
-const char *conn_tls_server_name(const struct conn_ctx *ctx)
-{
-#ifdef COLIBRI_WITH_OPENSSL
-    return ctx->tls ? SSL_get_servername(ctx->tls, TLSEXT_NAMETYPE_host_name) : NULL;
-#else
-    (void)ctx;
-    return NULL;
-#endif
-}
-
-const char *conn_tls_cipher(const struct conn_ctx *ctx)
-{
-#ifdef COLIBRI_WITH_OPENSSL
-    return ctx->tls ? SSL_get_cipher_name((SSL *)ctx->tls) : NULL;
-#else
-    (void)ctx;
-    return NULL;
-#endif
-}
-
-bool conn_tls_resumed(const struct conn_ctx *ctx)
-{
-#ifdef COLIBRI_WITH_OPENSSL
-    return ctx->tls && SSL_session_reused(ctx->tls);
-#else
-    (void)ctx;
-    return false;
-#endif
-}

@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -106,3 +107,8 @@ void tls_try_write(struct conn_ctx *ctx, const void *p, size_t len);
 void tls_close_notify(struct conn_ctx *ctx);
 /* Frees a connection's TLS state (conns[fd].tls) at its close. */
 void tls_free(void *tls);
+/* TLS handshakes since the start, every worker together: completed as
+ * full handshakes, completed by resuming a session (a ticket), and
+ * failed (an alert, a reset, bytes that are not TLS after a handshake
+ * record began; one cut off by request_timeout is not counted). */
+void tls_handshake_counts(uint64_t *full, uint64_t *resumed, uint64_t *failed);

@@ -111,7 +111,7 @@ int conn_wait_fd(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms)
         /* the connection's own socket: what the transport holds already
          * is there to read; otherwise a dup() of the socket (registered
          * with epoll already) is watched */
-        if (events != CONN_WAIT_READ)
+        if (events != CONN_WAIT_READ || ctx->sub_ops)
             return -EINVAL;
         if (tls_pending(ctx))
             return CONN_WAIT_READ;

@@ -151,6 +151,11 @@ static struct conn_ctx *ctx_get(struct worker *w)
 
 static void ctx_put(struct worker *w, struct conn_ctx *ctx)
 {
+    while (unlikely(ctx->subs != NULL)) /* a protocol that left some behind */
+        conn_sub_end(ctx->subs, CONN_CUT_PEER);
+    ctx->parent = NULL;
+    ctx->sub_ops = NULL;
+    ctx->sub_kick = ctx->kick_read = false;
     if (unlikely(ctx->held)) /* its run ended: a grace period may end with it */
         quiesce_release(w, ctx);
     if (ctx->park_listed)
@@ -168,6 +173,16 @@ static void ctx_put(struct worker *w, struct conn_ctx *ctx)
     ctx->next_free = w->free_ctx;
     w->free_ctx = ctx;
     w->n_free_ctx++;
+}
+
+/* sub.c's way to the pool (the connections' own stays inline here). */
+struct conn_ctx *worker_ctx_get(struct worker *w)
+{
+    return ctx_get(w);
+}
+void worker_ctx_put(struct worker *w, struct conn_ctx *ctx)
+{
+    ctx_put(w, ctx);
 }
 
 /* --- connections ---------------------------------------------------------- */
@@ -198,6 +213,8 @@ static void conn_cut(struct worker *w, int fd, enum conn_cut why)
     tq_remove(&w->req_q, (uint32_t)fd);
     if (c->ctx) {
         struct conn_ctx *ctx = c->ctx;
+        while (ctx->subs) /* its requests first: their log lines, their defers */
+            conn_sub_end(ctx->subs, why);
         c->ctx = NULL;
         if (w->cfg->proto->abandon)
             w->cfg->proto->abandon(ctx, why);
@@ -294,6 +311,16 @@ static __attribute__((noinline)) void after_resume_slow(struct worker *w, int fd
             return;
         }
         ctx->waiting = (uint8_t)r;
+        if (unlikely(ctx->kick_read)) {
+            /* conn_read_or_sub(): keep-alive timeout, none while requests run */
+            tq_remove(&w->idle_q, (uint32_t)fd);
+            tq_remove(&w->req_q, (uint32_t)fd);
+            if (!ctx->read_untimed)
+                tq_push(&w->idle_q, (uint32_t)fd, w->now);
+            if (!(c->flags & CONN_IN_EPOLL) && epoll_add(w, fd) < 0)
+                conn_close(w, fd);
+            return;
+        }
         /* A request that has to wait joins the request-timeout queue the
          * first time; writing moves it back (progress), reading does not
          * (a client trickling bytes must still finish in time). */
@@ -437,13 +464,26 @@ static inline struct conn_ctx *timer_ctx(struct timer *t)
     return (struct conn_ctx *)((char *)t - offsetof(struct conn_ctx, timer));
 }
 
-/* Ends the wait of the connection at fd with result and resumes it. */
-static void wait_end(struct worker *w, int fd, int result)
+/* A sub-context the worker resumed yielded or ended: kick its connection. */
+static __attribute__((noinline)) void sub_resumed(struct worker *w, struct conn_ctx *sub, int r)
 {
-    struct conn_ctx *ctx = w->view.conns[fd].ctx;
+    sub->waiting = (uint8_t)(r > 0 ? r : 0);
+    struct conn_ctx *p = sub->parent;
+    p->sub_kick = true;
+    if (p->kick_read && p->waiting == CONN_WAIT_READ)
+        after_resume(w, p->fd, coro_resume(p->coro));
+}
+
+/* Ends ctx's wait (a connection's, or a sub-context's) with result; resumes it. */
+static void wait_end(struct worker *w, struct conn_ctx *ctx, int result)
+{
     wait_cleanup(w, ctx);
     ctx->wait_result = result;
-    after_resume(w, fd, coro_resume(ctx->coro));
+    if (unlikely(ctx->parent != NULL)) {
+        sub_resumed(w, ctx, coro_resume(ctx->coro));
+        return;
+    }
+    after_resume(w, ctx->fd, coro_resume(ctx->coro));
 }
 
 /* A foreign fd that a connection waits on is ready (the tag names both). */
@@ -451,8 +491,17 @@ static void foreign_event(struct worker *w, uint64_t u, uint32_t events)
 {
     int fd = EV_FD(u);
     struct conn_ctx *ctx = w->view.conns[fd].ctx;
-    if (!(w->view.conns[fd].flags & CONN_OPEN) || !ctx || ctx->waiting != CONN_WAIT_FD ||
-        ctx->wait_fd != EV_FOREIGN_FD(u))
+    if (!(w->view.conns[fd].flags & CONN_OPEN) || !ctx)
+        return; /* stale: the connection closed earlier in this batch */
+    if (unlikely(ctx->subs != NULL) &&
+        (ctx->waiting != CONN_WAIT_FD || ctx->wait_fd != EV_FOREIGN_FD(u))) {
+        struct conn_ctx *s = ctx->subs;
+        while (s && (s->waiting != CONN_WAIT_FD || s->wait_fd != EV_FOREIGN_FD(u)))
+            s = s->sub_next;
+        if (s)
+            ctx = s;
+    }
+    if (ctx->waiting != CONN_WAIT_FD || ctx->wait_fd != EV_FOREIGN_FD(u))
         return; /* stale: the wait ended earlier in this batch */
     unsigned r = 0;
     if (events & (EPOLLIN | EPOLLRDHUP))
@@ -461,7 +510,7 @@ static void foreign_event(struct worker *w, uint64_t u, uint32_t events)
         r |= CONN_WAIT_WRITE;
     if (events & (EPOLLERR | EPOLLHUP))
         r |= CONN_WAIT_READ | CONN_WAIT_WRITE;
-    wait_end(w, fd, (int)(r & ctx->wait_events));
+    wait_end(w, ctx, (int)(r & ctx->wait_events));
 }
 
 /* epoll_wait's timeout for the timeout queues and the protocol's tick. */
@@ -490,7 +539,7 @@ static __attribute__((noinline)) int run_timers(struct worker *w)
     for (uint32_t budget = w->timers.n;
          budget && (t = timer_first(&w->timers)) && t->deadline <= now; budget--) {
         struct conn_ctx *ctx = timer_ctx(t);
-        wait_end(w, ctx->fd, ctx->wait_result);
+        wait_end(w, ctx, ctx->wait_result);
     }
     int timeout = loop_timeout(w);
     if ((t = timer_first(&w->timers)) && t->deadline != TIMER_NEVER) {
@@ -536,7 +585,7 @@ static void begin_stop(struct worker *w)
     /* every wait ends now with -ECANCELED (and no new one begins:
      * conn_wait_fd() sees stop_requested) */
     for (uint32_t budget = w->timers.n; budget && w->timers.n; budget--)
-        wait_end(w, timer_ctx(timer_first(&w->timers))->fd, -ECANCELED);
+        wait_end(w, timer_ctx(timer_first(&w->timers)), -ECANCELED);
     uint32_t fd;
     while ((fd = w->idle_q.head) != TQ_NIL)
         conn_close(w, (int)fd);
@@ -562,6 +611,14 @@ static void force_stop(struct worker *w)
         conn_cut(w, (int)fd, CONN_CUT_STOP);
     while ((fd = w->idle_q.head) != TQ_NIL)
         conn_cut(w, (int)fd, CONN_CUT_STOP);
+    /* and connections whose requests run in sub-contexts, in no queue */
+    for (struct conn_ctx *ctx = w->all_ctx, *next; ctx; ctx = next) {
+        next = ctx->all_next;
+        if (ctx->kick_read && ctx->fd >= 0 && w->view.conns[ctx->fd].ctx == ctx) {
+            conn_cut(w, ctx->fd, CONN_CUT_STOP);
+            next = w->all_ctx; /* the list changed under us */
+        }
+    }
     n -= w->n_conns;
     if (n)
         log_msg(LOG_INFO, "stop: cut off %u connection%s after shutdown_timeout (worker %u)", n,
@@ -627,119 +684,19 @@ void worker_wake(struct worker *w)
     (void)r; /* only ever fails if the counter is saturated: it is awake */
 }
 
-int worker_new(struct worker **out, const struct worker_cfg *cfg, unsigned idx, struct conn *conns,
-               struct conn_peer *peers, uint32_t max_fds, int *listen_fds, unsigned n_listen,
-               void *proto_state)
+/* For worker_life.c: the clocks read once at creation, and the pool's
+ * contexts freed at the end (both static here, where the loop inlines
+ * them). */
+void worker_first_clocks(struct worker *w)
 {
-    *out = NULL;
-    struct worker *w = malloc(sizeof(*w));
-    if (!w)
-        return -ENOMEM;
-    *w = (struct worker){
-        .view = {.conns = conns, .peers = peers, .proto_state = proto_state},
-        .cfg = cfg,
-        .max_fds = max_fds,
-        .idx = idx,
-        .epfd = -1,
-        .wake_fd = -1,
-        .spare_fd = -1,
-    };
-    pthread_mutex_init(&w->cmd_lock, NULL);
-    w->cmds_tail = &w->cmds;
-    tq_init(&w->idle_q, conns, CONN_IN_IDLE_Q, cfg->keep_alive_s);
-    tq_init(&w->req_q, conns, CONN_IN_REQ_Q, cfg->request_timeout_s);
-    int r = 0;
-    w->epfd = epoll_create1(EPOLL_CLOEXEC);
-    w->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (w->epfd < 0 || w->wake_fd < 0) {
-        r = -errno;
-        goto fail;
-    }
-    /* a worker that accepts keeps an fd for accept_one() to make room
-     * with; one that is handed fds has the acceptor's ring instead */
-    if (cfg->handed_fds ? !(w->ring = calloc(1, sizeof(*w->ring)))
-                        : (w->spare_fd = spare_open()) < 0) {
-        r = cfg->handed_fds ? -ENOMEM : -errno;
-        goto fail;
-    }
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_WAKE | (uint32_t)w->wake_fd};
-    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->wake_fd, &ev) < 0) {
-        r = -errno;
-        goto fail;
-    }
-    for (unsigned i = 0; i < n_listen; i++) {
-        /* a socket every worker waits on (dups of one fd, from systemd):
-         * EPOLLEXCLUSIVE wakes one worker that is waiting in epoll_wait
-         * per connection instead of all of them; a busy worker's entry
-         * does not count as a wake-up, so the next idle one gets it. It
-         * works with level triggering: the worker woken accepts a batch,
-         * and what it leaves stays ready on its epoll. */
-        bool shared = cfg->listen_shared && cfg->listen_shared[i];
-        ev = (struct epoll_event){.events = EPOLLIN | (shared ? EPOLLEXCLUSIVE : 0),
-                                  .data.u64 = EV_LISTEN_AT(i) | (uint32_t)listen_fds[i]};
-        if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, listen_fds[i], &ev) < 0) {
-            r = -errno;
-            goto fail;
-        }
-    }
-    /* the listening sockets are the worker's from here on */
-    w->listen_fds = listen_fds;
-    w->n_listen = n_listen;
     update_clocks(w);
-    *out = w;
-    return 0;
-fail:
-    worker_free(w);
-    return r;
 }
 
-unsigned worker_index(const struct worker *w)
+void worker_free_pool(struct worker *w)
 {
-    return w->idx;
-}
-
-void *worker_proto_state(const struct worker *w)
-{
-    return w->view.proto_state;
-}
-
-int worker_start(struct worker *w)
-{
-    int r = pthread_create(&w->thread, NULL, worker_main, w);
-    if (r)
-        return -r;
-    w->started = true;
-    return 0;
-}
-
-void worker_join(struct worker *w)
-{
-    if (w->started)
-        pthread_join(w->thread, NULL);
-    w->started = false;
-}
-
-void worker_free(struct worker *w)
-{
-    if (!w)
-        return;
-    cmds_destroy(w);
-    free(w->ring);
-    timer_heap_free(&w->timers);
     while (w->free_ctx) {
         struct conn_ctx *next = w->free_ctx->next_free;
         ctx_destroy(w->free_ctx);
         w->free_ctx = next;
     }
-    for (unsigned i = 0; i < w->n_listen; i++)
-        if (w->listen_fds[i] >= 0)
-            close(w->listen_fds[i]);
-    free(w->listen_fds);
-    if (w->epfd >= 0)
-        close(w->epfd);
-    if (w->wake_fd >= 0)
-        close(w->wake_fd);
-    if (w->spare_fd >= 0)
-        close(w->spare_fd);
-    free(w);
 }

@@ -21,6 +21,8 @@
 int builtin_keep(struct colibri_server *srv, const char *kind, const char *name, void *obj,
                  void (*free_fn)(void *));
 void *builtin_find(struct colibri_server *srv, const char *kind, const char *name);
+/* The kept objects freed (the server's routes went first). */
+void builtin_release(struct colibri_server *srv);
 
 /* A module that connects to other servers (a gateway's upstreams) names
  * each address while its config loads: with "sandbox = true", socket()

@@ -125,7 +125,7 @@ static int load_listener(struct colibri_server *srv, struct config_node *n, char
     if (!n->is_section)
         return 0;
     struct config_node *o;
-    bool proxy = false, tls = false;
+    bool proxy = false, tls = false, http2 = true, h2c_upgrade = false;
     long long port = 0;
     if ((o = config_take(n, "proxy_protocol")) && (r = config_bool(o, &proxy, err, errlen)))
         return r;
@@ -136,6 +136,14 @@ static int load_listener(struct colibri_server *srv, struct config_node *n, char
                             "this build has no TLS (OpenSSL 3 was not found at build time)");
     if (tls && !srv->tls_node)
         srv->tls_node = o;
+    if ((o = config_take(n, "http2")) && (r = config_bool(o, &http2, err, errlen)))
+        return r;
+    if ((o = config_take(n, "h2c_upgrade")) && (r = config_bool(o, &h2c_upgrade, err, errlen)))
+        return r;
+    if (h2c_upgrade)
+        return config_error(o, err, errlen,
+                            "Upgrade: h2c is not supported (yet): HTTP/2 in cleartext starts "
+                            "with prior knowledge");
     if ((o = config_take(n, "redirect_to_https"))) {
         char *end;
         port = strtoll(o->value, &end, 10);
@@ -148,6 +156,7 @@ static int load_listener(struct colibri_server *srv, struct config_node *n, char
         srv->listeners[i].proxy_protocol = proxy;
         srv->listeners[i].tls = tls;
         srv->listeners[i].redirect_https = (uint16_t)port;
+        srv->listeners[i].no_http2 = !http2;
     }
     /* anything else in the block: config_take_unused() names it */
     return 0;
@@ -578,6 +587,16 @@ static void load_settings(struct colibri_server *srv, struct config *cfg, struct
         note(e, n, err);
     if ((n = config_take(root, "multipart_memory_max")) &&
         (r = size_in(n, 0, 1 << 30, &h->multipart_memory_max, err, errlen)))
+        note(e, n, err);
+    if ((n = config_take(root, "http2_max_concurrent_streams"))) {
+        long v;
+        if ((r = config_int(n, 1, 1 << 16, &v, err, errlen)))
+            note(e, n, err);
+        else
+            h->h2_max_streams = (uint32_t)v;
+    }
+    if ((n = config_take(root, "http2_initial_window")) &&
+        (r = size_in(n, 65535, (1u << 31) - 1, &h->h2_window, err, errlen)))
         note(e, n, err);
     if ((n = config_take(root, "ws_memory_max")) &&
         (r = size_in(n, 64 << 10, (uint64_t)1 << 40, &h->ws_memory_max, err, errlen)))

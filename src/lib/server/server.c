@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "http2/h2.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "builtins.h"
@@ -39,11 +40,6 @@ BUILTIN_HANDLERS(DECLARE_HANDLER)
 static const struct colibri_module *const builtin_modules[] = {BUILTIN_MODULES(REF_MODULE)};
 static const struct colibri_handler *const builtin_handlers[] = {BUILTIN_HANDLERS(REF_HANDLER)};
 
-const char *colibri_tls_library(void)
-{
-    return tls_library();
-}
-
 struct colibri_server *colibri_server_new(void)
 {
     struct colibri_server *srv =
@@ -60,6 +56,8 @@ struct colibri_server *colibri_server_new(void)
     };
     srv->http = (struct http_config){
         .limits = HTTP_LIMITS_DEFAULT,
+        .h2_max_streams = 128,
+        .h2_window = 1 << 20,
         .max_body = 1 << 20,
         .body_timeout_s = 60,
         .body_rate_grace_s = 10,
@@ -90,72 +88,6 @@ struct colibri_server *colibri_server_new(void)
 
 static void release_listeners(struct colibri_server *srv);
 
-struct server_kept {
-    char *kind, *name;
-    void *obj;
-    void (*free_fn)(void *);
-    struct server_kept *next;
-};
-
-int builtin_keep(struct colibri_server *srv, const char *kind, const char *name, void *obj,
-                 void (*free_fn)(void *))
-{
-    if (builtin_find(srv, kind, name))
-        return -EEXIST;
-    struct server_kept *k = calloc(1, sizeof(*k));
-    if (!k || !(k->kind = strdup(kind)) || !(k->name = strdup(name))) {
-        if (k)
-            free(k->kind);
-        free(k);
-        return -ENOMEM;
-    }
-    *k = (struct server_kept){k->kind, k->name, obj, free_fn, srv->kept};
-    srv->kept = k;
-    return 0;
-}
-
-void *builtin_find(struct colibri_server *srv, const char *kind, const char *name)
-{
-    for (struct server_kept *k = srv->kept; k; k = k->next)
-        if (!strcmp(k->kind, kind) && !strcmp(k->name, name))
-            return k->obj;
-    return NULL;
-}
-
-static bool has_port(const struct colibri_server *srv, uint16_t port)
-{
-    for (unsigned i = 0; i < srv->n_connect_ports; i++)
-        if (srv->connect_ports[i] == port)
-            return true;
-    return false;
-}
-
-int builtin_allow_connect(struct colibri_server *srv, const struct sockaddr *addr, char *err,
-                          size_t errlen)
-{
-    int family = addr->sa_family;
-    unsigned bit = 1u << family;
-    uint16_t port = 0;
-    if (family == AF_INET)
-        port = ntohs(((const struct sockaddr_in *)(const void *)addr)->sin_port);
-    else if (family == AF_INET6)
-        port = ntohs(((const struct sockaddr_in6 *)(const void *)addr)->sin6_port);
-    const struct colibri_server *top = srv->reload_of ? srv->reload_of : srv;
-    if (sandbox_closed(srv) && (!(top->connect_families & bit) || (port && !has_port(top, port))))
-        return err_set(err, errlen, -EACCES, NULL,
-                       "the sandbox was closed without connections to this address family or "
-                       "port: restart to add them");
-    srv->connect_families |= bit;
-    if (port && !has_port(srv, port)) {
-        uint16_t *p = realloc(srv->connect_ports, (srv->n_connect_ports + 1) * sizeof(*p));
-        if (!p)
-            return err_set(err, errlen, -ENOMEM, NULL, "out of memory");
-        p[srv->n_connect_ports++] = port;
-        srv->connect_ports = p;
-    }
-    return 0;
-}
-
 void server_release_routes(struct colibri_server *srv)
 {
     while (srv->route_list) {
@@ -166,15 +98,7 @@ void server_release_routes(struct colibri_server *srv)
         free(r);
     }
     /* after the routes, which may point to them */
-    while (srv->kept) {
-        struct server_kept *k = srv->kept;
-        srv->kept = k->next;
-        if (k->free_fn)
-            k->free_fn(k->obj);
-        free(k->kind);
-        free(k->name);
-        free(k);
-    }
+    builtin_release(srv);
     trie_free(srv->routes);
     srv->routes = NULL;
     for (unsigned i = 0; i < srv->n_sites; i++)
@@ -514,22 +438,26 @@ static uint32_t raise_fd_limit(void)
 
 size_t server_listener_tables(unsigned n)
 {
-    return ((2 * (size_t)n + 1) & ~(size_t)1) + (size_t)n * sizeof(uint16_t);
+    return ((2 * (size_t)n + 1) & ~(size_t)1) + (size_t)n * sizeof(uint16_t) + (size_t)n;
 }
 
 void server_finish_http(struct colibri_server *s, const struct colibri_server *srv, bool *proxy)
 {
     unsigned n = srv->n_listeners;
-    bool any_proxy = false, any_tls = false, any_redirect = false;
+    bool any_proxy = false, any_tls = false, any_redirect = false, any_h2_off = false;
     bool *tls = proxy + n;
     uint16_t *ports = (uint16_t *)(void *)((char *)proxy + ((2 * (size_t)n + 1) & ~(size_t)1));
+    bool *h2_off = (bool *)(ports + n);
     for (unsigned i = 0; i < n; i++) {
         const struct listener *l = &srv->listeners[i];
         any_proxy |= proxy[i] = !l->retired && l->proxy_protocol;
         any_tls |= tls[i] = !l->retired && l->tls;
         ports[i] = l->retired ? 0 : l->redirect_https;
         any_redirect |= ports[i] != 0;
+        any_h2_off |= h2_off[i] = !l->retired && l->no_http2;
     }
+    s->http.h2_run = h2_run;
+    s->http.http2_off = any_h2_off ? h2_off : NULL;
     /* NULL: no listener wants PROXY headers, and run() need not ask */
     s->http.proxy_protocol = any_proxy ? proxy : NULL;
     s->http.n_proxy_protocol = n;

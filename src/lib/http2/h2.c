@@ -1,0 +1,328 @@
+/* h2.c - an HTTP/2 connection: the nghttp2 server session its coroutine
+ * drives, and the streams it starts (stream.c runs them). */
+#include "http2/h2.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "http/request.h"
+#include "http2/stream.h"
+
+bool h2_is_preface(const char *p, size_t len)
+{
+    static const char line[] = "PRI * HTTP/2.0\r\n";
+    return len >= sizeof(line) - 1 && !memcmp(p, line, sizeof(line) - 1);
+}
+
+/* Output gathered from mem_send is written once it reaches this, and at
+ * the end of every turn. */
+#define H2_OUT_FLUSH_AT (256 * 1024)
+/* Streams reset by the client: at most this many in a burst, then this
+ * many a second (CVE-2023-44487, Rapid Reset), else GOAWAY. */
+#define H2_RESET_BURST 1000
+#define H2_RESET_RATE  33
+/* CONTINUATION frames after a HEADERS (CVE-2024-28182). */
+#define H2_MAX_CONTINUATIONS 8
+
+static struct h2_stream *stream_of(nghttp2_session *s, int32_t id)
+{
+    return nghttp2_session_get_stream_user_data(s, id);
+}
+
+#define H2_GAPS 8
+static_assert(H2_GAPS == N_ELEMENTS(((struct h2_conn *)0)->gaps), "gaps");
+
+/* A frame begins: a HEADERS that would open a stream the client skipped
+ * before is a connection error (PROTOCOL_ERROR). */
+static int on_begin_frame(nghttp2_session *s, const nghttp2_frame_hd *hd, void *user)
+{
+    struct h2_conn *c = user;
+    int32_t id = hd->stream_id;
+    if (hd->type != NGHTTP2_HEADERS || !(id & 1))
+        return 0;
+    if (id > c->max_id) {
+        if (id > c->max_id + 2) { /* ids skipped: remembered, the oldest forgotten */
+            c->gaps[c->next_gap].lo = c->max_id + 2;
+            c->gaps[c->next_gap].hi = id - 2;
+            c->next_gap = (c->next_gap + 1) % H2_GAPS;
+            if (c->n_gaps < H2_GAPS)
+                c->n_gaps++;
+        }
+        c->max_id = id;
+        return 0;
+    }
+    for (unsigned i = 0; i < c->n_gaps; i++)
+        if (id >= c->gaps[i].lo && id <= c->gaps[i].hi && !nghttp2_session_find_stream(s, id)) {
+            nghttp2_session_terminate_session(s, NGHTTP2_PROTOCOL_ERROR);
+            break;
+        }
+    return 0;
+}
+
+static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *user)
+{
+    struct h2_conn *c = user;
+    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    struct h2_stream *st = calloc(1, sizeof(*st));
+    if (!st)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    st->id = f->hd.stream_id;
+    st->c = c;
+    st->content_length = -1;
+    st->next = c->streams;
+    if (c->streams)
+        c->streams->prev = st;
+    c->streams = st;
+    c->n_streams++;
+    nghttp2_session_set_stream_user_data(s, st->id, st);
+    return 0;
+}
+
+static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nlen,
+                     const uint8_t *value, size_t vlen, uint8_t flags, void *user)
+{
+    (void)flags, (void)user;
+    struct h2_stream *st = stream_of(s, f->hd.stream_id);
+    if (!st || st->head_done) /* trailers: not kept */
+        return 0;
+    h2_stream_header(st, (const char *)name, nlen, (const char *)value, vlen);
+    return 0;
+}
+
+static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *user)
+{
+    (void)user;
+    struct h2_stream *st = f->hd.stream_id ? stream_of(s, f->hd.stream_id) : NULL;
+    if (!st)
+        return 0;
+    if (f->hd.type == NGHTTP2_HEADERS && !st->head_done) {
+        st->head_done = true;
+        st->no_body = f->hd.flags & NGHTTP2_FLAG_END_STREAM;
+        h2_stream_ready(st);
+    }
+    if ((f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA) &&
+        (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        st->req_end = true;
+        if (st->want_rx)
+            h2_stream_ready(st);
+        if (st->hold_end) { /* the answer may end now */
+            st->hold_end = false;
+            if (st->deferred) {
+                st->deferred = false;
+                nghttp2_session_resume_data(s, st->id);
+            }
+        }
+    }
+    return 0;
+}
+
+static int on_data_chunk_recv(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *data,
+                              size_t len, void *user)
+{
+    (void)flags, (void)user;
+    struct h2_stream *st = stream_of(s, id);
+    if (!st || st->handler_done || strbuf_append(&st->rx, data, len) < 0) {
+        /* nobody will read it: the window opens again at once */
+        nghttp2_session_consume(s, id, len);
+        return 0;
+    }
+    if (st->want_rx)
+        h2_stream_ready(st);
+    return 0;
+}
+
+/* Stream errors the client provokes (MadeYouReset, CVE-2025-8671:
+ * Debian's nghttp2 counts only the resets the client sends). */
+#define H2_PROVOKED_BURST 200
+#define H2_PROVOKED_RATE  20
+
+static void provoked(nghttp2_session *s, struct h2_conn *c)
+{
+    uint64_t now = conn_now_ms(c->ctx);
+    uint64_t add = (now - c->provoked_ms) * H2_PROVOKED_RATE / 1000;
+    if (add) {
+        c->provoked_tokens = (uint32_t)MIN((uint64_t)H2_PROVOKED_BURST, c->provoked_tokens + add);
+        c->provoked_ms = now;
+    }
+    if (c->provoked_tokens) {
+        c->provoked_tokens--;
+        return;
+    }
+    LOG_LIMITED(LOG_INFO, "http2: too many stream errors on a connection: GOAWAY");
+    nghttp2_session_terminate_session(s, NGHTTP2_ENHANCE_YOUR_CALM);
+}
+
+static int on_frame_send(nghttp2_session *s, const nghttp2_frame *f, void *user)
+{
+    struct h2_conn *c = user;
+    if (f->hd.type == NGHTTP2_RST_STREAM && f->rst_stream.error_code != NGHTTP2_NO_ERROR)
+        provoked(s, c);
+    if ((f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) ||
+        !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        return 0;
+    struct h2_stream *st = stream_of(s, f->hd.stream_id);
+    /* the answer is whole and the request's body still comes: no need */
+    if (st && !st->req_end)
+        nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR);
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *user)
+{
+    (void)code, (void)user;
+    struct h2_stream *st = stream_of(s, id);
+    if (!st)
+        return 0;
+    nghttp2_session_set_stream_user_data(s, id, NULL);
+    st->closed = true;
+    h2_stream_ready(st); /* a handler waiting on it learns it */
+    return 0;
+}
+
+nghttp2_session *h2_session_new(struct h2_conn *c)
+{
+    nghttp2_session_callbacks *cb;
+    nghttp2_option *opt;
+    nghttp2_session *s = NULL;
+    if (nghttp2_session_callbacks_new(&cb))
+        return NULL;
+    if (nghttp2_option_new(&opt)) {
+        nghttp2_session_callbacks_del(cb);
+        return NULL;
+    }
+    nghttp2_session_callbacks_set_on_begin_frame_callback(cb, on_begin_frame);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk_recv);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    /* the window opens as handlers read (nghttp2_session_consume) */
+    nghttp2_option_set_no_auto_window_update(opt, 1);
+    nghttp2_option_set_stream_reset_rate_limit(opt, H2_RESET_BURST, H2_RESET_RATE);
+    nghttp2_option_set_max_continuations(opt, H2_MAX_CONTINUATIONS);
+    nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
+    if (nghttp2_session_server_new2(&s, cb, c, opt))
+        s = NULL;
+    nghttp2_option_del(opt);
+    nghttp2_session_callbacks_del(cb);
+    return s;
+}
+
+/* Everything nghttp2 has to send, gathered in ctx->out and written. */
+static bool send_all(struct h2_conn *c)
+{
+    struct conn_ctx *ctx = c->ctx;
+    for (;;) {
+        const uint8_t *data;
+        ssize_t n = nghttp2_session_mem_send(c->s, &data);
+        if (n < 0) {
+            LOG_LIMITED(LOG_WARN, "http2: %s", nghttp2_strerror((int)n));
+            return false;
+        }
+        if (n == 0)
+            break;
+        if (strbuf_append(&ctx->out, data, (size_t)n) < 0)
+            return false;
+        if (ctx->out.len >= H2_OUT_FLUSH_AT)
+            conn_flush(ctx);
+    }
+    conn_flush(ctx);
+    return true;
+}
+
+static void conn_free(void *arg)
+{
+    struct h2_conn *c = arg;
+    /* the streams' sub-contexts went first (conn_cut, or h2_run's end) */
+    while (c->streams)
+        h2_stream_free(c->streams);
+    nghttp2_session_del(c->s);
+    struct http_conn *hc = conn_state(c->ctx);
+    hc->h2 = NULL;
+    free(c);
+}
+
+enum conn_verdict h2_run(struct conn_ctx *ctx)
+{
+    struct http_conn *hc = conn_state(ctx);
+    struct http_worker *hw = conn_worker_state(ctx);
+    const struct http_config *cfg = hw->cfg;
+    hc->mid_request = false;
+    struct h2_conn *c = calloc(1, sizeof(*c));
+    if (!c)
+        return CONN_CLOSE;
+    c->ctx = ctx;
+    c->cfg = cfg;
+    c->provoked_tokens = H2_PROVOKED_BURST;
+    c->provoked_ms = conn_now_ms(ctx);
+    if (!(c->s = h2_session_new(c))) {
+        free(c);
+        return CONN_CLOSE;
+    }
+    hc->h2 = c;
+    /* freed however the connection ends (its streams are ended first) */
+    if (coro_defer(ctx->coro, conn_free, c) < 0)
+        return CONN_CLOSE;
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, cfg->h2_max_streams},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, (uint32_t)cfg->h2_window},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)cfg->limits.max_head},
+    };
+    if (nghttp2_submit_settings(c->s, NGHTTP2_FLAG_NONE, iv, N_ELEMENTS(iv)) ||
+        nghttp2_session_set_local_window_size(c->s, NGHTTP2_FLAG_NONE, 0, (int32_t)cfg->h2_window))
+        return CONN_CLOSE;
+
+    /* what came with the preface */
+    size_t n = ctx->in_len - ctx->in_pos;
+    const uint8_t *p = (const uint8_t *)ctx->in + ctx->in_pos;
+    for (;;) {
+        if (n) {
+            ssize_t r = nghttp2_session_mem_recv(c->s, p, n);
+            if (r < 0) {
+                /* a fatal error: nghttp2 queued its GOAWAY where it could */
+                LOG_LIMITED(LOG_INFO, "http2: %s", nghttp2_strerror((int)r));
+                send_all(c);
+                break;
+            }
+            n = 0;
+        }
+        h2_run_streams(c);
+        if (conn_stopping(ctx) && !c->goaway) {
+            /* a stop: no new streams; those in flight finish (within
+             * shutdown_timeout) and the connection closes after them */
+            c->goaway = true;
+            nghttp2_submit_goaway(c->s, NGHTTP2_FLAG_NONE,
+                                  nghttp2_session_get_last_proc_stream_id(c->s), NGHTTP2_NO_ERROR,
+                                  NULL, 0);
+        }
+        if (!send_all(c))
+            break;
+        if (c->runnable) /* streams the writes let go on */
+            continue;
+        if (!nghttp2_session_want_read(c->s) && !nghttp2_session_want_write(c->s))
+            break;
+        ctx->in_pos = ctx->in_len = 0;
+        /* requests at work: their own waits bound the time; none (only
+         * answers waiting for the client): the keep-alive timeout */
+        ssize_t got = conn_read_or_sub(ctx, c->n_running > 0);
+        if (got == -EINTR) { /* a stream the worker resumed: see to it */
+            c->runnable = true;
+            n = 0;
+            continue;
+        }
+        if (got <= 0)
+            break;
+        conn_progress(ctx);
+        n = (size_t)got;
+        p = (const uint8_t *)ctx->in;
+    }
+    h2_end_streams(c);
+    ctx->in_pos = ctx->in_len = 0;
+    /* what the client still sends (a PING after its GOAWAY) is drained:
+     * a close with unread bytes would reset what we sent last */
+    return CONN_LINGER;
+}

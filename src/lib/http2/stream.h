@@ -1,0 +1,113 @@
+/* stream.h - HTTP/2 streams: what h2.c's session callbacks collect for
+ * a stream, and the stream as an exchange of the HTTP layer (stream.c). */
+#pragma once
+
+#include <nghttp2/nghttp2.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/strbuf.h"
+#include "http/http.h"
+#include "http/request.h"
+#include "rt/conn.h"
+
+struct h2_stream;
+
+/* A connection's HTTP/2 state (in its struct http_conn, hc->h2). */
+struct h2_conn {
+    nghttp2_session *s;
+    struct conn_ctx *ctx; /* the connection's own */
+    const struct http_config *cfg;
+    struct h2_stream *streams; /* every stream not freed yet */
+    unsigned n_streams;
+    unsigned n_running; /* streams whose request runs (in its sub-context) */
+    bool runnable;      /* some stream is ready to run (h2_run_streams) */
+    bool goaway;        /* sent for a stop */
+    /* stream errors the client provoked (RST_STREAM sent, but NO_ERROR):
+     * a bucket of H2_PROVOKED_BURST, refilled at H2_PROVOKED_RATE a
+     * second; empty, the connection ends (MadeYouReset, CVE-2025-8671) */
+    uint32_t provoked_tokens;
+    uint64_t provoked_ms;
+    /* the client's stream ids it skipped (RFC 9113 5.1.1: never to be
+     * opened later), the latest H2_GAPS ranges: nghttp2 ignores a HEADERS
+     * below the last id, as it cannot tell such an id from a closed one */
+    int32_t max_id;
+    unsigned n_gaps, next_gap;
+    struct {
+        int32_t lo, hi;
+    } gaps[8];
+};
+
+/* The config a new stream reads: the worker's current one (a reload
+ * changes it between two streams, as between two HTTP/1.1 requests);
+ * c->cfg is the one the connection's settings came from. */
+static inline const struct http_config *h2_cfg(const struct h2_conn *c)
+{
+    const struct http_worker *hw = conn_worker_state(c->ctx);
+    return hw->cfg;
+}
+
+struct h2_stream {
+    int32_t id;
+    struct h2_conn *c;
+    struct h2_stream *prev, *next;
+    struct conn_ctx *sub; /* its request's sub-context, while it runs */
+    /* the request head as it came: its fields as "name: value\r\n" lines
+     * (cookies joined at the end), the pseudo-fields' values */
+    struct strbuf lines, cookies, pseudo;
+    size_t method_off, method_len, path_off, path_len, auth_off, auth_len;
+    bool has_method, has_path, has_auth, file_fields, too_large, bad;
+    int64_t content_length;
+    bool head_done;    /* END_HEADERS: it may start */
+    bool req_end;      /* END_STREAM came: the request is whole */
+    bool no_body;      /* it came with the HEADERS */
+    bool started;      /* its sub-context was made */
+    bool handler_done; /* the exchange ended: what comes now is dropped */
+    bool closed;       /* nghttp2 closed it (answered, or reset) */
+    bool ready;        /* to be resumed by the connection (h2_run_streams) */
+    bool want_rx;      /* its request waits for body bytes */
+    bool want_tx;      /* its request waits for the answer's bytes to leave */
+    bool in_wait;      /* in wait_conn(): woken by conn_wake() */
+    bool stalled;      /* the client left it waiting past request_timeout */
+    /* the request body received and not handed over yet */
+    struct strbuf rx;
+    size_t rx_off;
+    /* the answer: its head submitted, whether a body follows, the bytes
+     * waiting for DATA frames, then a file's range; eof once whole */
+    bool submitted, has_body, eof, deferred;
+    /* the answer's END_STREAM waits for the request's: a request whose
+     * body nobody read is read to its end (and dropped) first, as
+     * HTTP/1.1 does, so that what the client still sends on the stream
+     * is judged on an open stream; error answers end at once */
+    bool hold_end;
+    struct strbuf tx;
+    size_t tx_off;
+    int file_fd;
+    off_t file_off;
+    size_t file_left;
+};
+
+/* The session's callbacks' side. */
+void h2_stream_header(struct h2_stream *st, const char *name, size_t nlen, const char *value,
+                      size_t vlen);
+/* Something happened that the stream's request may wait for. */
+void h2_stream_ready(struct h2_stream *st);
+/* Freed: not before it is closed and its request ended. */
+void h2_stream_free(struct h2_stream *st);
+
+/* The stream's head as the HTTP/1.1 parser would have made it, in ar
+ * (its views point there): 0, or the status that answers it (400, 414,
+ * 431, 501, 500). */
+int h2_build_head(struct h2_stream *st, struct arena *ar, struct http_head *h);
+
+/* A server session whose callbacks collect c's streams (h2.c); NULL when
+ * out of memory. Used by h2_run(), and by the fuzz target alone. */
+nghttp2_session *h2_session_new(struct h2_conn *c);
+
+/* The connection's side: starts the streams whose head came, resumes
+ * those that are ready, ends the requests that finished, frees the
+ * streams done with; h2_end_streams() ends them all (the connection
+ * closes). */
+void h2_run_streams(struct h2_conn *c);
+void h2_end_streams(struct h2_conn *c);
