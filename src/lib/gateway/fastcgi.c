@@ -89,14 +89,7 @@ static void fjob_close(struct fjob *j)
     j->fd = -1;
 }
 
-/* A worker keeps one ended job, with its buffers, for its next request:
- * no malloc/free of FCGI_BUF and the rest per request. Freed at the
- * thread's end. */
-static __thread struct fjob *spare_job;
-static pthread_key_t spare_key;
-static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
-
-static void spare_free(void *arg)
+static void fjob_free(void *arg)
 {
     struct fjob *j = arg;
     free(j->buf);
@@ -106,40 +99,20 @@ static void spare_free(void *arg)
     free(j);
 }
 
-static void spare_init(void)
-{
-    pthread_key_create(&spare_key, spare_free);
-}
-
-static struct fjob *fjob_new(void)
-{
-    struct fjob *j = spare_job;
-    if (j) {
-        spare_job = NULL;
-        pthread_setspecific(spare_key, NULL);
-        return j;
-    }
-    if (!(j = calloc(1, sizeof(*j))))
-        return NULL;
-    if (!(j->buf = malloc(FCGI_BUF))) {
-        free(j);
-        return NULL;
-    }
-    return j;
-}
+static const struct gw_spare fjob_spare = {
+    .kind = GW_SPARE_FCGI,
+    .size = sizeof(struct fjob),
+    .buf_at = offsetof(struct fjob, buf),
+    .buf_len = FCGI_BUF,
+    .free_job = fjob_free,
+};
 
 static void fjob_end(void *arg)
 {
     struct fjob *j = arg;
     fjob_close(j);
-    if (!spare_job && j->out.cap <= FCGI_BUF && j->head.cap <= FCGI_BUF &&
-        j->params.cap <= FCGI_BUF) {
-        pthread_once(&spare_once, spare_init);
-        spare_job = j;
-        pthread_setspecific(spare_key, j);
-        return;
-    }
-    spare_free(j);
+    gw_spare_put(&fjob_spare, j,
+                 j->out.cap <= FCGI_BUF && j->head.cap <= FCGI_BUF && j->params.cap <= FCGI_BUF);
 }
 
 /* --- finding the script -------------------------------------------------------------- */
@@ -635,7 +608,7 @@ static int relay(struct fjob *j, bool *keep, bool *got)
 static int fcgi_handler(struct colibri_request *req, struct colibri_response *resp, void *data)
 {
     struct fcgi_route *fr = data;
-    struct fjob *j = fjob_new();
+    struct fjob *j = gw_spare_get(&fjob_spare);
     if (!j)
         return 503;
     j->req = req;
@@ -644,7 +617,7 @@ static int fcgi_handler(struct colibri_request *req, struct colibri_response *re
     j->len = j->pos = j->body_at = 0;
     j->reused = j->drained = false;
     if (colibri_defer(req, fjob_end, j)) {
-        spare_free(j);
+        fjob_free(j);
         return 503;
     }
     struct script *s = &j->s;

@@ -19,7 +19,6 @@
  * client as it comes, through one buffer of RELAY_BUF bytes: memory per
  * request is bounded whatever the sizes. */
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,14 +77,7 @@ static void job_close(struct job *j)
     job_release_server(j);
 }
 
-/* A worker keeps one ended job, with its buffer and head, for its next
- * request: no malloc/free of RELAY_BUF per request. Freed at the
- * thread's end. */
-static __thread struct job *spare_job;
-static pthread_key_t spare_key;
-static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
-
-static void spare_free(void *arg)
+static void job_free(void *arg)
 {
     struct job *j = arg;
     free(j->buf);
@@ -93,27 +85,13 @@ static void spare_free(void *arg)
     free(j);
 }
 
-static void spare_init(void)
-{
-    pthread_key_create(&spare_key, spare_free);
-}
-
-static struct job *job_new(void)
-{
-    struct job *j = spare_job;
-    if (j) {
-        spare_job = NULL;
-        pthread_setspecific(spare_key, NULL);
-        return j;
-    }
-    if (!(j = calloc(1, sizeof(*j))))
-        return NULL;
-    if (!(j->buf = malloc(RELAY_BUF))) {
-        free(j);
-        return NULL;
-    }
-    return j;
-}
+static const struct gw_spare job_spare = {
+    .kind = GW_SPARE_PROXY,
+    .size = sizeof(struct job),
+    .buf_at = offsetof(struct job, buf),
+    .buf_len = RELAY_BUF,
+    .free_job = job_free,
+};
 
 static void job_end(void *arg)
 {
@@ -122,13 +100,7 @@ static void job_end(void *arg)
     if (j->epfd >= 0)
         close(j->epfd);
     j->epfd = -1;
-    if (!spare_job && j->head.cap <= RESP_HEAD_MAX) {
-        pthread_once(&spare_once, spare_init);
-        spare_job = j;
-        pthread_setspecific(spare_key, j);
-        return;
-    }
-    spare_free(j);
+    gw_spare_put(&job_spare, j, j->head.cap <= RESP_HEAD_MAX);
 }
 
 static bool idempotent(enum colibri_method m)
@@ -579,13 +551,15 @@ static int proxy_handler(struct colibri_request *req, struct colibri_response *r
     struct proxy_route *pr = data;
     struct gw_upstream *up = pr->up;
     struct conn_ctx *ctx = req->ctx;
-    struct job *j = job_new();
+    struct job *j = gw_spare_get(&job_spare);
     if (!j)
         return 503;
     *j = (struct job){
         .req = req, .pr = pr, .fd = -1, .srv = -1, .epfd = -1, .buf = j->buf, .head = j->head};
-    if (colibri_defer(req, job_end, j))
+    if (colibri_defer(req, job_end, j)) {
+        job_free(j);
         return 503;
+    }
     req->max_body = pr->max_body ? pr->max_body : UINT64_MAX;
     if (req->body_kind == BODY_LENGTH && req->body_left > req->max_body) {
         req->hc->closing = req->hc->lingering = true;

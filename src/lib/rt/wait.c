@@ -101,9 +101,28 @@ void wait_cleanup(struct worker *w, struct conn_ctx *ctx)
     ctx->wait_fd_dup = false;
 }
 
-int conn_wait_fd(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms)
+/* The wait itself, once what it watches is registered: until the fd is
+ * ready (fd >= 0) or timeout_ms passed (< 0: no limit). */
+static int wait_yield(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms)
 {
     struct worker *w = ctx->worker;
+    uint64_t deadline = timeout_ms < 0 ? TIMER_NEVER : worker_now_ms() + (uint64_t)timeout_ms;
+    if (timeout_ms > 0)
+        deadline += coarse_lag_ms();
+    if (timer_add(&w->timers, &ctx->timer, deadline) < 0) {
+        wait_cleanup(w, ctx);
+        return -ENOMEM;
+    }
+    ctx->wait_events = (uint8_t)events;
+    /* what the timer's expiry means; an fd's readiness replaces it */
+    ctx->wait_result = fd >= 0 ? -ETIMEDOUT : 0;
+    coro_yield(ctx->coro, fd >= 0 ? CONN_WAIT_FD : CONN_WAIT_TIMER);
+    ctx->waiting = 0;
+    return ctx->wait_result;
+}
+
+int conn_wait_fd(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms)
+{
     if (conn_stopping(ctx))
         return -ECANCELED;
     events &= CONN_WAIT_READ | CONN_WAIT_WRITE;
@@ -133,24 +152,11 @@ int conn_wait_fd(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms)
         if (r)
             return r;
     }
-    uint64_t deadline = timeout_ms < 0 ? TIMER_NEVER : worker_now_ms() + (uint64_t)timeout_ms;
-    if (timeout_ms > 0)
-        deadline += coarse_lag_ms();
-    if (timer_add(&w->timers, &ctx->timer, deadline) < 0) {
-        wait_cleanup(w, ctx);
-        return -ENOMEM;
-    }
-    ctx->wait_events = (uint8_t)events;
-    /* what the timer's expiry means; an fd's readiness replaces it */
-    ctx->wait_result = fd >= 0 ? -ETIMEDOUT : 0;
-    coro_yield(ctx->coro, fd >= 0 ? CONN_WAIT_FD : CONN_WAIT_TIMER);
-    ctx->waiting = 0;
-    return ctx->wait_result;
+    return wait_yield(ctx, fd, events, timeout_ms);
 }
 
 int conn_wait_fd_kept(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms)
 {
-    struct worker *w = ctx->worker;
     if (conn_stopping(ctx))
         return -ECANCELED;
     events &= CONN_WAIT_READ | CONN_WAIT_WRITE;
@@ -164,18 +170,7 @@ int conn_wait_fd_kept(struct conn_ctx *ctx, int fd, unsigned events, int timeout
         return r;
     ctx->wait_fd = fd;
     ctx->wait_fd_kept = true;
-    uint64_t deadline = timeout_ms < 0 ? TIMER_NEVER : worker_now_ms() + (uint64_t)timeout_ms;
-    if (timeout_ms > 0)
-        deadline += coarse_lag_ms();
-    if (timer_add(&w->timers, &ctx->timer, deadline) < 0) {
-        wait_cleanup(w, ctx);
-        return -ENOMEM;
-    }
-    ctx->wait_events = (uint8_t)events;
-    ctx->wait_result = -ETIMEDOUT;
-    coro_yield(ctx->coro, CONN_WAIT_FD);
-    ctx->waiting = 0;
-    return ctx->wait_result;
+    return wait_yield(ctx, fd, events, timeout_ms);
 }
 
 int conn_sleep(struct conn_ctx *ctx, unsigned ms)
