@@ -25,6 +25,7 @@ pytestmark = pytest.mark.skipif(not os.path.exists(FPM), reason="php8.2-fpm is n
 SCRIPTS = {
     "server.php": "<?php header('Content-Type: application/json'); echo json_encode($_SERVER);",
     "input.php": "<?php $b = file_get_contents('php://input'); echo strlen($b), ' ', md5($b), ' ', $_POST['a'] ?? '-';",
+    "kept.php": "<?php $b = file_get_contents('php://input'); if (isset($_GET['wait'])) usleep(1500000); echo strlen($b), ' ', md5($b), ' ', $_SERVER['CONTENT_LENGTH'], ' ', $_POST['a'] ?? '-';",
     "status.php": "<?php http_response_code(418); header('X-Custom: yes'); header('Set-Cookie: a=1', false); header('Set-Cookie: b=2', false); echo 'teapot';",
     "notfound.php": "<?php header('Status: 404 Not Found'); echo 'gone';",
     "redirect.php": "<?php header('Location: /elsewhere');",
@@ -144,10 +145,77 @@ def test_request_body(make_server, fpm):
     r, body = get(srv, "/input.php", method="POST", body=b"a=hello&b=2",
                   headers={"Content-Type": "application/x-www-form-urlencoded"})
     assert body.decode().split()[2] == "hello"
-    # a chunked body: PHP needs a length
-    with RawConn("127.0.0.1", srv.port) as c:
-        c.send(b"POST /input.php HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
-        assert c.read_response().status == 411
+
+
+def send_chunked(c, path, data, piece=10000, ctype="application/octet-stream"):
+    """A POST of data as chunks of piece bytes; stops sending quietly when
+    the server closed (an early 413)."""
+    head = "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\n\r\n" % (path, ctype)
+    try:
+        c.send(head.encode())
+        for i in range(0, len(data), piece):
+            part = data[i : i + piece]
+            c.send(b"%x\r\n%s\r\n" % (len(part), part))
+        c.send(b"0\r\n\r\n")
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+
+
+def spool_fds(pid, folder):
+    """The server's fds on files in folder (a kept body's unnamed file)."""
+    out = []
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if target.startswith(str(folder) + "/"):
+            out.append(target)
+    return out
+
+
+def test_chunked_request_body(make_server, fpm, tmp_path):
+    """A chunked body is read whole first (PHP needs CONTENT_LENGTH): in
+    memory up to body_memory_max, beyond it in an unnamed file in temp_dir;
+    past max_request_body it gets 413."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    srv = make_server(site=site(fpm), max_request_body="3M", body_memory_max="64k", temp_dir=str(spool))
+    with RawConn("127.0.0.1", srv.port, timeout=20) as c:
+        # small, in memory, one connection for several
+        for data in (b"abc", os.urandom(70000), b""):
+            send_chunked(c, "/kept.php", data, piece=3000)
+            r = c.read_response()
+            assert r.status == 200, r.body
+            n, md5, length, _ = r.body.decode().split()
+            assert (int(n), md5, length) == (len(data), hashlib.md5(data).hexdigest(), str(len(data)))
+        # a form: PHP parses what came chunked
+        send_chunked(c, "/kept.php", b"a=hello&b=2", ctype="application/x-www-form-urlencoded")
+        r = c.read_response()
+        assert r.status == 200 and r.body.decode().split()[3] == "hello"
+    # large: it goes to a file in temp_dir, held while PHP works on it
+    data = os.urandom((2 << 20) + 12345)
+    with RawConn("127.0.0.1", srv.port, timeout=20) as c:
+        send_chunked(c, "/kept.php?wait=1", data, piece=65536)
+        seen = []
+        deadline = time.monotonic() + 1.2
+        while not seen and time.monotonic() < deadline:
+            seen = spool_fds(srv.proc.pid, spool)
+            time.sleep(0.05)
+        r = c.read_response()
+        assert r.status == 200, r.body
+        n, md5, length, _ = r.body.decode().split()
+        assert (int(n), md5, length) == (len(data), hashlib.md5(data).hexdigest(), str(len(data)))
+        assert seen and all(t.endswith("(deleted)") for t in seen), seen
+    assert os.listdir(spool) == []  # nothing named is left
+    deadline = time.monotonic() + 5
+    while spool_fds(srv.proc.pid, spool) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert spool_fds(srv.proc.pid, spool) == []  # closed after the answer
+    # past max_request_body: 413, PHP never sees it
+    with RawConn("127.0.0.1", srv.port, timeout=20) as c:
+        send_chunked(c, "/kept.php", os.urandom((3 << 20) + 1), piece=65536)
+        assert c.read_response().status == 413
 
 
 def test_status_and_headers(make_server, fpm):

@@ -12,8 +12,8 @@
  * One request per connection at a time (PHP-FPM does not multiplex), on
  * connections kept with FCGI_KEEP_CONN in the worker's pool of the
  * upstream (gateway/upstream.h). The body goes up as STDIN records as it
- * arrives; STDOUT is parsed for the CGI head and then streamed to the
- * client; STDERR goes to the error log. */
+ * arrives (one without a length is read whole first: CONTENT_LENGTH); STDOUT is parsed for the CGI
+ * head and then streamed to the client; STDERR goes to the error log. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
@@ -78,7 +78,11 @@ struct fjob {
     size_t len, pos;
     struct strbuf out, head; /* head: the CGI head, then the body held back from body_at */
     size_t body_at;
-    bool reused;  /* fd came from the pool */
+    bool reused; /* fd came from the pool */
+    /* a body without a length (chunked): read whole before the request
+     * goes, body_len bytes in hc->reqbody or in the file hc->bs.fd */
+    bool body_kept;
+    uint64_t body_len;
     bool drained; /* nothing to read from fd before it is ready (gw_read_ready) */
 };
 
@@ -372,6 +376,8 @@ static int build_params(struct fjob *j, const struct script *s, struct strbuf *b
         PAIR_S(&w, "CONTENT_TYPE", "");
     if (req->body_kind == BODY_LENGTH) {
         pair(&w, "CONTENT_LENGTH", num, fmt_u64(num, (uint64_t)h->content_length));
+    } else if (j->body_kept) {
+        pair(&w, "CONTENT_LENGTH", num, fmt_u64(num, j->body_len));
     } else {
         PAIR_S(&w, "CONTENT_LENGTH", "");
     }
@@ -413,8 +419,47 @@ static int build_params(struct fjob *j, const struct script *s, struct strbuf *b
 
 /* --- the exchange ------------------------------------------------------------------------ */
 
-/* The request: BEGIN_REQUEST, PARAMS, STDIN as the body arrives. 0, or
- * -errno with *client set when the client's body failed. */
+/* A kept body as STDIN records, from memory or from its file: 0 or -errno. */
+static int send_kept_body(struct fjob *j)
+{
+    struct colibri_request *req = j->req;
+    const struct http_body_state *bs = &req->hc->bs;
+    int r;
+    for (uint64_t off = 0; off < j->body_len;) {
+        /* a piece of at most a record's content (j->buf is free until
+         * relay() reads the answer into it) */
+        size_t n = (size_t)MIN(j->body_len - off, (uint64_t)FCGI_CONTENT_MAX);
+        const char *p;
+        if (bs->spooled) {
+            ssize_t got = pread(bs->fd, j->buf, n, (off_t)off);
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got <= 0) {
+                LOG_LIMITED(LOG_WARN, "fastcgi: the request body's file: %s",
+                            got < 0 ? strerror(errno) : "shorter than written");
+                return -EIO;
+            }
+            n = (size_t)got;
+            p = j->buf;
+        } else {
+            p = req->hc->reqbody.buf + off;
+        }
+        strbuf_reset(&j->out);
+        if (fcgi_stream(&j->out, FCGI_STDIN, 1, p, n, false))
+            return -ENOMEM;
+        if ((r = gw_write(req->ctx, j->fd, j->out.buf, j->out.len, j->fr->send_ms)))
+            return r;
+        off += n;
+    }
+    strbuf_reset(&j->out);
+    if (fcgi_stream(&j->out, FCGI_STDIN, 1, NULL, 0, true))
+        return -ENOMEM;
+    return gw_write(req->ctx, j->fd, j->out.buf, j->out.len, j->fr->send_ms);
+}
+
+/* The request: BEGIN_REQUEST, PARAMS, STDIN as the body arrives (or from
+ * where it was kept). 0, or -errno with *client set when the client's
+ * body failed. */
 static int send_request(struct fjob *j, const struct script *s, bool *client)
 {
     struct colibri_request *req = j->req;
@@ -428,12 +473,18 @@ static int send_request(struct fjob *j, const struct script *s, bool *client)
                 : 0;
     if (r)
         return r;
-    if (req->body_kind == BODY_NONE && fcgi_stream(&j->out, FCGI_STDIN, 1, NULL, 0, true))
+    /* no body, or a small kept one: the whole request in one write */
+    bool whole = req->body_kind == BODY_NONE ||
+                 (j->body_kept && !req->hc->bs.spooled && j->body_len <= FCGI_CONTENT_MAX);
+    if (whole && fcgi_stream(&j->out, FCGI_STDIN, 1, j->body_len ? req->hc->reqbody.buf : NULL,
+                             (size_t)j->body_len, true))
         return -ENOMEM;
     if ((r = gw_write(req->ctx, j->fd, j->out.buf, j->out.len, j->fr->send_ms)))
         return r;
-    if (req->body_kind == BODY_NONE)
+    if (whole)
         return 0;
+    if (j->body_kept)
+        return send_kept_body(j);
     for (;;) {
         struct view v;
         if ((r = http_body_next(req, &v))) {
@@ -615,7 +666,8 @@ static int fcgi_handler(struct colibri_request *req, struct colibri_response *re
     j->fr = fr;
     j->fd = j->srv = -1;
     j->len = j->pos = j->body_at = 0;
-    j->reused = j->drained = false;
+    j->reused = j->drained = j->body_kept = false;
+    j->body_len = 0;
     if (colibri_defer(req, fjob_end, j)) {
         fjob_free(j);
         return 503;
@@ -624,11 +676,19 @@ static int fcgi_handler(struct colibri_request *req, struct colibri_response *re
     int st = find_script(req, fr, s);
     if (st)
         return st == -1 ? files_serve(req, resp, fr->files) : st;
-    if (req->body_kind == BODY_CHUNKED) {
-        req->hc->closing = req->hc->lingering = true;
-        return 411; /* PHP needs CONTENT_LENGTH */
+    if (req->body_kind == BODY_LENGTH) {
+        req->max_body = UINT64_MAX; /* PHP's post_max_size judges it */
+    } else if (req->body_kind != BODY_NONE) {
+        /* chunked (or an HTTP/2 body without content-length): PHP needs
+         * CONTENT_LENGTH, so the body is read whole first, within
+         * max_request_body (413), in memory up to body_memory_max and
+         * beyond that in an unnamed file in temp_dir */
+        int r = http_body_pump(req, true);
+        if (r)
+            return http_status_of(r);
+        j->body_kept = true;
+        j->body_len = req->hc->bs.spooled ? req->hc->bs.file_len : req->hc->reqbody.len;
     }
-    req->max_body = UINT64_MAX;
     struct gw_upstream *up = fr->up;
     unsigned widx = conn_worker_index(req->ctx);
     uint64_t t0 = worker_now_ms(), tried = 0;
@@ -663,7 +723,7 @@ static int fcgi_handler(struct colibri_request *req, struct colibri_response *re
                 LOG_LIMITED(LOG_WARN, "fastcgi: upstream %s: connect: %s", sv->text,
                             fd == -ETIMEDOUT ? "timed out" : strerror(-fd));
                 gw_failed(up, (unsigned)j->srv, worker_now_ms());
-                if (req->body_kind == BODY_NONE || !req->hc->bs.t0_ms) {
+                if (req->body_kind == BODY_NONE || j->body_kept || !req->hc->bs.t0_ms) {
                     if (gw_pick(up, widx, worker_now_ms(), tried, 0) >= 0)
                         continue;
                 }
@@ -682,7 +742,7 @@ static int fcgi_handler(struct colibri_request *req, struct colibri_response *re
             fjob_close(j);
             return 503;
         }
-        if (r && reused && (req->body_kind == BODY_NONE || !req->hc->bs.t0_ms)) {
+        if (r && reused && (req->body_kind == BODY_NONE || j->body_kept || !req->hc->bs.t0_ms)) {
             fjob_close(j); /* a kept connection PHP-FPM had closed: once more, fresh */
             fresh_retry = true;
             continue;
@@ -693,7 +753,7 @@ static int fcgi_handler(struct colibri_request *req, struct colibri_response *re
             return 504;
         }
         st = relay(j, &keep, &got);
-        if (!got && reused && st == 502 && req->body_kind == BODY_NONE) {
+        if (!got && reused && st == 502 && (req->body_kind == BODY_NONE || j->body_kept)) {
             fjob_close(j);
             fresh_retry = true;
             continue;
