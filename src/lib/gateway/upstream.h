@@ -26,6 +26,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -117,3 +118,21 @@ void gw_stats_answer(struct gw_upstream *up, int i, int64_t ms);
 
 /* A 64-bit hash of bytes (FNV-1a with a final mix). */
 uint64_t gw_hash(const void *p, size_t len);
+
+/* A worker keeps one ended job of each kind (a proxied request's, a
+ * FastCGI request's) with its buffers for its next request of that kind:
+ * no malloc/free of them per request. What a worker keeps is freed at the
+ * thread's end. */
+enum gw_spare_kind { GW_SPARE_PROXY, GW_SPARE_FCGI, GW_SPARE_KINDS };
+struct gw_spare {
+    enum gw_spare_kind kind;
+    size_t size;                 /* sizeof the job */
+    size_t buf_at, buf_len;      /* offsetof its buffer pointer (char *), the buffer's size */
+    void (*free_job)(void *job); /* frees the job and all it holds */
+};
+/* The worker's kept job of s's kind, as it was left, or a new one (zeroed
+ * but for its buffer); NULL when out of memory. */
+void *gw_spare_get(const struct gw_spare *s);
+/* Keeps job for the worker's next gw_spare_get() if keep is true and the
+ * worker keeps none of its kind; frees it otherwise. */
+void gw_spare_put(const struct gw_spare *s, void *job, bool keep);

@@ -404,7 +404,7 @@ static enum conn_verdict run(struct conn_ctx *ctx)
     hc->closing = hc->lingering = hc->mid_request = hc->after_proxy_hdr = false;
     hc->resp = NULL;
     if (ctx->fresh)
-        hc->counted = false;
+        hc->counted = hc->local_known = false;
     bool first = true; /* no request came in this run yet */
     /* HTTP/2 over TLS: ALPN chose it in the handshake that just ended */
     if (unlikely(ctx->tls != NULL) && ctx->fresh && hw->cfg->h2_run && conn_tls_alpn_is(ctx, "h2"))

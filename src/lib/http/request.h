@@ -121,8 +121,18 @@ struct http_conn {
     const struct http_filters *filters;
     const char *user;
     bool counted; /* metrics: a request of it was counted already */
-    void *h2;     /* an HTTP/2 connection's state (http2/h2.h), or NULL */
+    /* the connection's own address (getsockname), once a handler asked
+     * for it with http_local_addr() */
+    bool local_known;
+    struct conn_peer local;
+    void *h2; /* an HTTP/2 connection's state (http2/h2.h), or NULL */
 };
+/* The address and port the connection came to (family 0 if unknown): one
+ * getsockname() per connection. */
+const struct conn_peer *http_local_addr(struct colibri_request *req);
+/* The address of peer as text in buf (len >= 46 for IPv6): 0, -ENOTCONN
+ * (not an IP address), or -errno. */
+int http_peer_str(const struct conn_peer *peer, char *buf, size_t len);
 /* The user an auth filter let in, or NULL. */
 #define HTTP_REQ_USER(req) ((req)->filtered ? (req)->hc->user : NULL)
 

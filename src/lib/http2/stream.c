@@ -462,6 +462,9 @@ static void stream_main(struct conn_ctx *sub, void *arg)
      * the head to the framing */
     hc->closing = true;
     hc->lingering = hc->mid_request = false;
+    /* a pooled context: its http_local_addr() cache may be another
+     * connection's */
+    hc->local_known = false;
     strbuf_reset(&hc->body);
     strbuf_reset(&hc->hdrs);
     strbuf_reset(&hc->reqbody);

@@ -196,6 +196,7 @@ struct conn_ctx {
     struct timer timer;
     int wait_fd;
     bool wait_fd_dup;
+    bool wait_fd_kept;   /* conn_wait_fd_kept(): wait_fd stays registered after */
     uint8_t wait_events; /* CONN_WAIT_READ | CONN_WAIT_WRITE asked for */
     int wait_result;
     /* the bytes of the write under way that had not gone out when it
@@ -331,6 +332,14 @@ int conn_sleep(struct conn_ctx *ctx, unsigned ms);
  * happened), -ETIMEDOUT, -ECANCELED, or -errno when fd cannot be watched.
  * The fd is watched only during the call. */
 int conn_wait_fd(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms);
+/* conn_wait_fd() for an fd that this worker's connections alone wait on,
+ * one at a time (a gateway's upstream socket, kept in the worker's pool):
+ * it stays registered with the worker's epoll from one wait to the next,
+ * until it is closed, so a wait costs one epoll_ctl (re-arm) instead of
+ * two (add, delete). An event left over from an earlier wait at most ends
+ * a later wait on the same fd early (the caller's read then finds
+ * nothing and waits again). */
+int conn_wait_fd_kept(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms);
 /* conn_wait_fd()'s fd for the connection's own socket (READ only): the
  * transport is asked first (decrypted bytes it holds end the wait at
  * once), then the socket is watched through a dup() of it. */
