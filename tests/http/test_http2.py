@@ -688,15 +688,6 @@ def test_a_zero_window_stalls_its_stream_only(make_server, tmp_path):
     c.close()
 
 
-def test_websocket_upgrade_is_refused_on_a_stream(make_server, tmp_path):
-    """No RFC 8441 yet: colibri_ws_upgrade() answers 501 on HTTP/2."""
-    srv = make_server(site="site {\n    handler /ws ws_echo\n}\n")
-    c = H2(srv)
-    (r,) = c.wait(c.request("/ws", headers=[("upgrade", "websocket")]))
-    assert r["headers"][":status"] == "501"
-    c.close()
-
-
 def test_reload_new_streams_take_the_new_config(make_server, tmp_path):
     """SIGHUP on a kept HTTP/2 connection: a stream in flight finishes on
     the old config, the streams opened after it see the new routes."""

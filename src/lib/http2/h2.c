@@ -271,6 +271,8 @@ enum conn_verdict h2_run(struct conn_ctx *ctx)
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, cfg->h2_max_streams},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, (uint32_t)cfg->h2_window},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)cfg->limits.max_head},
+        /* RFC 8441: WebSockets over streams (extended CONNECT) */
+        {NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1},
     };
     if (nghttp2_submit_settings(c->s, NGHTTP2_FLAG_NONE, iv, N_ELEMENTS(iv)) ||
         nghttp2_session_set_local_window_size(c->s, NGHTTP2_FLAG_NONE, 0, (int32_t)cfg->h2_window))
