@@ -448,7 +448,8 @@ def run_config(tmp_path, text):
     [
         ("listener 127.0.0.1:%d {\n    http2 = maybe\n}\n", "http2", "true"),
         ("listener 127.0.0.1:%d {\n    h2c_upgrade = sometimes\n}\n", "h2c_upgrade", "true"),
-        ("listener 127.0.0.1:%d {\n    h2c_upgrade = true\n}\n", "h2c_upgrade", "not supported"),
+        ("listener 127.0.0.1:%d {\n    tls = true\n    h2c_upgrade = true\n}\n", "h2c_upgrade", "cleartext"),
+        ("listener 127.0.0.1:%d {\n    http2 = false\n    h2c_upgrade = true\n}\n", "h2c_upgrade", "http2 = true"),
         ("listener 127.0.0.1:%d\nhttp2_max_concurrent_streams = 0\n", "http2_max_concurrent_streams", "out of range"),
         ("listener 127.0.0.1:%d\nhttp2_max_concurrent_streams = lots\n", "http2_max_concurrent_streams", ""),
         ("listener 127.0.0.1:%d\nhttp2_initial_window = 1k\n", "http2_initial_window", "between"),

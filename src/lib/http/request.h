@@ -121,6 +121,7 @@ struct http_conn {
     const struct http_filters *filters;
     const char *user;
     bool counted; /* metrics: a request of it was counted already */
+    bool h2c_up;  /* handle() took an `Upgrade: h2c`: run() hands the head to h2_upgrade */
     void *h2;     /* an HTTP/2 connection's state (http2/h2.h), or NULL */
 };
 /* The user an auth filter let in, or NULL. */

@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/base64.h"
 #include "base/log.h"
+#include "http/fields.h"
 #include "http/request.h"
 #include "http2/stream.h"
 
@@ -61,15 +63,12 @@ static int on_begin_frame(nghttp2_session *s, const nghttp2_frame_hd *hd, void *
     return 0;
 }
 
-static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *user)
+static struct h2_stream *stream_new(nghttp2_session *s, struct h2_conn *c, int32_t id)
 {
-    struct h2_conn *c = user;
-    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
-        return 0;
     struct h2_stream *st = calloc(1, sizeof(*st));
     if (!st)
-        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    st->id = f->hd.stream_id;
+        return NULL;
+    st->id = id;
     st->c = c;
     st->content_length = -1;
     st->next = c->streams;
@@ -78,6 +77,16 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *us
     c->streams = st;
     c->n_streams++;
     nghttp2_session_set_stream_user_data(s, st->id, st);
+    return st;
+}
+
+static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *user)
+{
+    struct h2_conn *c = user;
+    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    if (!stream_new(s, c, f->hd.stream_id))
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     return 0;
 }
 
@@ -246,7 +255,9 @@ static void conn_free(void *arg)
     free(c);
 }
 
-enum conn_verdict h2_run(struct conn_ctx *ctx)
+/* The connection's HTTP/2 state and its SETTINGS queued; NULL when that
+ * failed (the connection closes). */
+static struct h2_conn *h2_conn_new(struct conn_ctx *ctx)
 {
     struct http_conn *hc = conn_state(ctx);
     struct http_worker *hw = conn_worker_state(ctx);
@@ -254,19 +265,19 @@ enum conn_verdict h2_run(struct conn_ctx *ctx)
     hc->mid_request = false;
     struct h2_conn *c = calloc(1, sizeof(*c));
     if (!c)
-        return CONN_CLOSE;
+        return NULL;
     c->ctx = ctx;
     c->cfg = cfg;
     c->provoked_tokens = H2_PROVOKED_BURST;
     c->provoked_ms = conn_now_ms(ctx);
     if (!(c->s = h2_session_new(c))) {
         free(c);
-        return CONN_CLOSE;
+        return NULL;
     }
     hc->h2 = c;
     /* freed however the connection ends (its streams are ended first) */
     if (coro_defer(ctx->coro, conn_free, c) < 0)
-        return CONN_CLOSE;
+        return NULL;
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, cfg->h2_max_streams},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, (uint32_t)cfg->h2_window},
@@ -276,8 +287,113 @@ enum conn_verdict h2_run(struct conn_ctx *ctx)
     };
     if (nghttp2_submit_settings(c->s, NGHTTP2_FLAG_NONE, iv, N_ELEMENTS(iv)) ||
         nghttp2_session_set_local_window_size(c->s, NGHTTP2_FLAG_NONE, 0, (int32_t)cfg->h2_window))
-        return CONN_CLOSE;
+        return NULL;
+    return c;
+}
 
+static enum conn_verdict h2_loop(struct h2_conn *c);
+
+enum conn_verdict h2_run(struct conn_ctx *ctx)
+{
+    struct h2_conn *c = h2_conn_new(ctx);
+    return c ? h2_loop(c) : CONN_CLOSE;
+}
+
+/* The HTTP2-Settings field: base64url without padding (RFC 7540 3.2.1)
+ * into out (room for len * 3 / 4 + 3): its length, or -1. */
+static ssize_t settings_decode(struct view v, uint8_t *out, char *tmp)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < v.len; i++) {
+        char ch = v.p[i];
+        if (ch == '=' || ch == '+' || ch == '/')
+            return -1; /* not base64url */
+        tmp[n++] = ch == '-' ? '+' : ch == '_' ? '/' : ch;
+    }
+    while (n % 4)
+        tmp[n++] = '=';
+    return base64_decode(tmp, n, out);
+}
+
+/* The request's head fields, as stream 1's (the HTTP/1.1 ones that say
+ * how to upgrade are dropped; names lowercased, as HTTP/2's are). */
+static void upgrade_fields(struct h2_stream *st, const struct http_head *head)
+{
+    h2_stream_header(st, ":method", 7, head->method_str.p, head->method_str.len);
+    h2_stream_header(st, ":path", 5, head->target.p, head->target.len);
+    static const char *const drop[] = {"connection", "upgrade",          "http2-settings",
+                                       "keep-alive", "proxy-connection", "transfer-encoding",
+                                       "te"};
+    const char *p = head->headers.p, *end = p + head->headers.len;
+    char name[128];
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        const char *le = eol ? eol : end;
+        const char *colon = memchr(p, ':', (size_t)(le - p));
+        if (colon && colon > p) {
+            size_t nl = (size_t)(colon - p);
+            const char *vs = colon + 1, *ve = le;
+            while (vs < ve && (*vs == ' ' || *vs == '\t'))
+                vs++;
+            while (ve > vs && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t'))
+                ve--;
+            if (nl >= sizeof(name)) {
+                st->bad = true;
+            } else {
+                bool keep = true;
+                for (size_t i = 0; i < nl; i++)
+                    name[i] = (char)(p[i] >= 'A' && p[i] <= 'Z' ? p[i] + 32 : p[i]);
+                for (size_t i = 0; i < N_ELEMENTS(drop) && keep; i++)
+                    keep = !(strlen(drop[i]) == nl && !memcmp(drop[i], name, nl));
+                if (keep)
+                    h2_stream_header(st, name, nl, vs, (size_t)(ve - vs));
+            }
+        }
+        p = eol ? eol + 1 : end;
+    }
+}
+
+enum conn_verdict h2_upgrade(struct conn_ctx *ctx, const struct http_head *head)
+{
+    struct view v;
+    if (!http_header_find_sole(head->headers, "HTTP2-Settings", 14, &v) || v.len > 1024)
+        return CONN_CLOSE; /* handle() checked it */
+    uint8_t payload[1024];
+    char tmp[1024 + 4];
+    ssize_t plen = settings_decode(v, payload, tmp);
+    if (plen < 0 || plen % 6) {
+        /* no SETTINGS payload: the upgrade is refused (RFC 7540 3.2.1) */
+        http_send_error(ctx, 400);
+        return CONN_CLOSE;
+    }
+    struct h2_conn *c = h2_conn_new(ctx);
+    if (!c)
+        return CONN_CLOSE;
+    if (nghttp2_session_upgrade2(c->s, payload, (size_t)plen, head->method == COLIBRI_HEAD,
+                                 NULL)) {
+        http_send_error(ctx, 400);
+        return CONN_CLOSE;
+    }
+    struct h2_stream *st = stream_new(c->s, c, 1);
+    if (!st)
+        return CONN_CLOSE;
+    c->max_id = 1;
+    upgrade_fields(st, head);
+    st->head_done = st->no_body = st->req_end = true;
+    h2_stream_ready(st);
+    /* the 101 goes first, then the server's preface (SETTINGS) and stream
+     * 1's answer; what the client sent after the head is its preface */
+    static const char sw[] = "HTTP/1.1 101 Switching Protocols\r\n"
+                             "Connection: Upgrade\r\n"
+                             "Upgrade: h2c\r\n\r\n";
+    if (strbuf_append(&ctx->out, sw, sizeof(sw) - 1) < 0)
+        return CONN_CLOSE;
+    return h2_loop(c);
+}
+
+static enum conn_verdict h2_loop(struct h2_conn *c)
+{
+    struct conn_ctx *ctx = c->ctx;
     /* what came with the preface */
     size_t n = ctx->in_len - ctx->in_pos;
     const uint8_t *p = (const uint8_t *)ctx->in + ctx->in_pos;
