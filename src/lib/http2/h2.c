@@ -214,6 +214,9 @@ nghttp2_session *h2_session_new(struct h2_conn *c)
     nghttp2_option_set_stream_reset_rate_limit(opt, H2_RESET_BURST, H2_RESET_RATE);
     nghttp2_option_set_max_continuations(opt, H2_MAX_CONTINUATIONS);
     nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
+    /* RFC 9218's PRIORITY_UPDATE, handled by nghttp2 itself (once
+     * SETTINGS_NO_RFC7540_PRIORITIES = 1 is sent: submit_settings()) */
+    nghttp2_option_set_builtin_recv_extension_type(opt, NGHTTP2_PRIORITY_UPDATE);
     if (nghttp2_session_server_new2(&s, cb, c, opt))
         s = NULL;
     nghttp2_option_del(opt);
@@ -278,17 +281,55 @@ static struct h2_conn *h2_conn_new(struct conn_ctx *ctx)
     /* freed however the connection ends (its streams are ended first) */
     if (coro_defer(ctx->coro, conn_free, c) < 0)
         return NULL;
+    return c;
+}
+
+/* Our SETTINGS (the server's preface). rfc9218: the client sent
+ * SETTINGS_NO_RFC7540_PRIORITIES = 1, and ours say it too: nghttp2 (>=
+ * 1.49) then schedules DATA by RFC 9218 priorities (the `priority` field,
+ * PRIORITY_UPDATE frames: urgency first, then incremental round robin).
+ * Otherwise RFC 7540's scheme stays, for clients that speak it: once the
+ * setting is sent nghttp2 ignores PRIORITY frames and forgets closed
+ * streams, so late frames on them (h2spec's checks) go unanswered. */
+static int submit_settings(struct h2_conn *c, bool rfc9218)
+{
+    const struct http_config *cfg = c->cfg;
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, cfg->h2_max_streams},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, (uint32_t)cfg->h2_window},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)cfg->limits.max_head},
         /* RFC 8441: WebSockets over streams (extended CONNECT) */
         {NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1},
+        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
     };
-    if (nghttp2_submit_settings(c->s, NGHTTP2_FLAG_NONE, iv, N_ELEMENTS(iv)) ||
+    if (nghttp2_submit_settings(c->s, NGHTTP2_FLAG_NONE, iv, N_ELEMENTS(iv) - !rfc9218) ||
         nghttp2_session_set_local_window_size(c->s, NGHTTP2_FLAG_NONE, 0, (int32_t)cfg->h2_window))
-        return NULL;
-    return c;
+        return -1;
+    return 0;
+}
+
+/* What the client's connection preface, at p, says of RFC 9218: 1 when
+ * its SETTINGS has NO_RFC7540_PRIORITIES = 1, 0 when not (or when it is
+ * no preface and SETTINGS: nghttp2 judges that), -1 while incomplete. */
+static int client_rfc9218(const uint8_t *p, size_t n)
+{
+    if (memcmp(p, H2_PREFACE, MIN(n, (size_t)H2_PREFACE_LEN)))
+        return 0;
+    if (n < H2_PREFACE_LEN + 9)
+        return -1;
+    const uint8_t *h = p + H2_PREFACE_LEN;
+    size_t len = (size_t)h[0] << 16 | (size_t)h[1] << 8 | h[2];
+    if (h[3] != NGHTTP2_SETTINGS || (h[4] & NGHTTP2_FLAG_ACK) || len > 16384 || len % 6)
+        return 0;
+    if (n < H2_PREFACE_LEN + 9 + len)
+        return -1;
+    int r = 0;
+    for (size_t i = 0; i < len; i += 6) {
+        const uint8_t *e = h + 9 + i;
+        if ((e[0] << 8 | e[1]) == NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES)
+            r = !e[2] && !e[3] && !e[4] && e[5] == 1;
+    }
+    return r;
 }
 
 static enum conn_verdict h2_loop(struct h2_conn *c);
@@ -394,6 +435,22 @@ enum conn_verdict h2_upgrade(struct conn_ctx *ctx, const struct http_head *head)
 static enum conn_verdict h2_loop(struct h2_conn *c)
 {
     struct conn_ctx *ctx = c->ctx;
+    /* the client's preface and first SETTINGS decide ours: read until
+     * they are in (after a 101, the client sends them once it has it) */
+    int rfc9218;
+    while ((rfc9218 = client_rfc9218((const uint8_t *)ctx->in + ctx->in_pos,
+                                     ctx->in_len - ctx->in_pos)) < 0) {
+        if (ctx->in_len == ctx->in_cap && ctx->in_pos)
+            conn_compact(ctx);
+        if (ctx->in_len == ctx->in_cap)
+            break;
+        conn_flush(ctx);
+        if (conn_read(ctx, false) <= 0)
+            return CONN_CLOSE;
+    }
+    if (submit_settings(c, rfc9218 == 1) < 0)
+        return CONN_CLOSE;
+
     /* what came with the preface */
     size_t n = ctx->in_len - ctx->in_pos;
     const uint8_t *p = (const uint8_t *)ctx->in + ctx->in_pos;

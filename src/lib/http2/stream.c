@@ -301,6 +301,7 @@ static void fr_head(struct colibri_request *req, struct colibri_response *resp, 
     st->has_body = !(resp && resp->head_only) && status >= 200 && status != 204 && status != 304 &&
                    content_length != 0;
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = data_read};
+    st->body_left = st->has_body ? content_length : -1;
     st->submitted = true;
     if (!st->has_body)
         st->eof = true;
@@ -349,8 +350,11 @@ static ssize_t data_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t le
         st->sub->unsent = tx_pending(st) + st->file_left;
     if (st->want_tx && tx_pending(st) <= H2_TX_MAX / 2 && !st->file_left)
         h2_stream_ready(st);
+    if (st->body_left >= 0)
+        st->body_left -= (int64_t)MIN((uint64_t)n, (uint64_t)st->body_left);
     if (!tx_pending(st) && !st->file_left) {
-        if (st->eof && !st->hold_end) {
+        if ((st->eof || !st->body_left) && !st->hold_end) {
+            st->body_done = true;
             *flags |= NGHTTP2_DATA_FLAG_EOF;
             return (ssize_t)n;
         }
@@ -391,7 +395,8 @@ static void wait_conn(struct conn_ctx *sub, struct h2_stream *st)
             st->stalled = true;
         }
     }
-    if (st->closed || st->stalled) { /* what never left: for the access log */
+    /* closed once its whole body left (END_STREAM with it): no reset */
+    if ((st->closed && !st->body_done) || st->stalled) { /* what never left: for the access log */
         sub->unsent = tx_pending(st) + st->file_left;
         coro_abort(sub->coro);
     }

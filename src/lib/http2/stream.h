@@ -84,6 +84,12 @@ struct h2_stream {
      * HTTP/1.1 does, so that what the client still sends on the stream
      * is judged on an open stream; error answers end at once */
     bool hold_end;
+    /* the answer's promised length not yet taken for DATA (< 0: none
+     * said): at 0 its last DATA frame carries END_STREAM at once, not
+     * after the handler returns (an urgent stream ends before the
+     * connection turns to other streams: RFC 9218 priorities) */
+    int64_t body_left;
+    bool body_done; /* END_STREAM went with the body: a close is no reset */
     struct strbuf tx;
     size_t tx_off;
     int file_fd;
