@@ -269,8 +269,7 @@ static __attribute__((noinline)) bool h2c_upgrade_wanted(struct conn_ctx *ctx,
         return false;
     if (!http_header_find(head->headers, "Upgrade", 7, &v) || !list_has(v, "h2c"))
         return false;
-    if (!http_header_find(head->headers, "Connection", 10, &v) ||
-        !list_has(v, "HTTP2-Settings"))
+    if (!http_header_find(head->headers, "Connection", 10, &v) || !list_has(v, "HTTP2-Settings"))
         return false;
     return http_header_find_sole(head->headers, "HTTP2-Settings", 14, &v);
 }

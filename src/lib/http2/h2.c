@@ -410,8 +410,7 @@ enum conn_verdict h2_upgrade(struct conn_ctx *ctx, const struct http_head *head)
     struct h2_conn *c = h2_conn_new(ctx);
     if (!c)
         return CONN_CLOSE;
-    if (nghttp2_session_upgrade2(c->s, payload, (size_t)plen, head->method == COLIBRI_HEAD,
-                                 NULL)) {
+    if (nghttp2_session_upgrade2(c->s, payload, (size_t)plen, head->method == COLIBRI_HEAD, NULL)) {
         http_send_error(ctx, 400);
         return CONN_CLOSE;
     }
