@@ -8,6 +8,8 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include "base/log.h"
@@ -242,6 +244,44 @@ void http_metrics_count(const struct colibri_request *req, const struct colibri_
 
 /* One request, head already parsed. Returns false when the connection
  * must close. */
+/* Whether the comma-separated list v names token (case-insensitive). */
+static bool list_has(struct view v, const char *token)
+{
+    size_t tl = strlen(token), i = 0;
+    while (i < v.len) {
+        while (i < v.len && (v.p[i] == ',' || v.p[i] == ' ' || v.p[i] == '\t'))
+            i++;
+        size_t start = i;
+        while (i < v.len && v.p[i] != ',' && v.p[i] != ' ' && v.p[i] != '\t')
+            i++;
+        if (i - start == tl && !strncasecmp(v.p + start, token, tl))
+            return true;
+    }
+    return false;
+}
+
+/* Whether a request with Connection: upgrade asks for h2c where its
+ * listener takes it (h2c_upgrade = true): Upgrade: h2c, one
+ * HTTP2-Settings, Connection naming it, and no body (RFC 7540 3.2 lets a
+ * server ignore the upgrade: a request with a body is served as HTTP/1.1,
+ * so that its body never has to be read before the switch). */
+static __attribute__((noinline)) bool h2c_upgrade_wanted(struct conn_ctx *ctx,
+                                                         const struct http_config *cfg,
+                                                         const struct http_head *head)
+{
+    unsigned i = conn_listener(ctx);
+    struct view v;
+    if (!(head->flags & HTTP_F_CONN_UPGRADE) || !cfg->h2c_upgrade || !cfg->h2_upgrade ||
+        i >= cfg->n_proxy_protocol || !cfg->h2c_upgrade[i] || ctx->tls ||
+        head->version_minor != 1 || (head->flags & HTTP_F_CHUNKED) || head->content_length > 0)
+        return false;
+    if (!http_header_find(head->headers, "Upgrade", 7, &v) || !list_has(v, "h2c"))
+        return false;
+    if (!http_header_find(head->headers, "Connection", 10, &v) || !list_has(v, "HTTP2-Settings"))
+        return false;
+    return http_header_find_sole(head->headers, "HTTP2-Settings", 14, &v);
+}
+
 static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worker *hw,
                    struct http_head *head, size_t head_len)
 {
@@ -269,11 +309,25 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
                                           : (head->flags & HTTP_F_CONN_KEEP_ALIVE);
     if (!keep_alive)
         hc->closing = true;
-    if (head->flags & HTTP_F_CHUNKED) {
-        req.body_kind = BODY_CHUNKED;
-        hc->chunked = (struct http_chunked){0};
-        hc->bs = (struct http_body_state){0};
-        expect_continue(&req);
+    /* one test for the rare ones (the same count of instructions as
+     * HTTP_F_CHUNKED's alone): a chunked body, a Connection: upgrade */
+    if (unlikely(head->flags & (HTTP_F_CHUNKED | HTTP_F_CONN_UPGRADE))) {
+        if (h2c_upgrade_wanted(ctx, hw->cfg, head)) {
+            hc->resp = NULL;
+            hc->h2c_up = true;
+            return false;
+        }
+        if (head->flags & HTTP_F_CHUNKED) {
+            req.body_kind = BODY_CHUNKED;
+            hc->chunked = (struct http_chunked){0};
+            hc->bs = (struct http_body_state){0};
+            expect_continue(&req);
+        } else if (head->content_length > 0) {
+            req.body_kind = BODY_LENGTH;
+            req.body_left = (uint64_t)head->content_length;
+            hc->bs = (struct http_body_state){0};
+            expect_continue(&req);
+        }
     } else if (head->content_length > 0) {
         req.body_kind = BODY_LENGTH;
         req.body_left = (uint64_t)head->content_length;
@@ -429,8 +483,13 @@ static enum conn_verdict run(struct conn_ctx *ctx)
             break;
         }
         first = false;
-        if (!handle(ctx, hc, hw, &head, (size_t)r))
+        if (!handle(ctx, hc, hw, &head, (size_t)r)) {
+            if (unlikely(hc->h2c_up)) { /* 101, then HTTP/2 with this as stream 1 */
+                hc->h2c_up = false;
+                return hw->cfg->h2_upgrade(ctx, &head);
+            }
             break;
+        }
     }
     hc->mid_request = false;
     if (!hc->closing)

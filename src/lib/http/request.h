@@ -125,7 +125,8 @@ struct http_conn {
      * for it with http_local_addr() */
     bool local_known;
     struct conn_peer local;
-    void *h2; /* an HTTP/2 connection's state (http2/h2.h), or NULL */
+    bool h2c_up; /* handle() took an `Upgrade: h2c`: run() hands the head to h2_upgrade */
+    void *h2;    /* an HTTP/2 connection's state (http2/h2.h), or NULL */
 };
 /* The address and port the connection came to (family 0 if unknown): one
  * getsockname() per connection. */

@@ -145,6 +145,11 @@ struct conn_sub_ops {
     void (*writev)(struct conn_ctx *sub, const struct iovec *iov, int iovcnt);
     /* Takes len bytes of file_fd from offset before it returns. */
     void (*sendfile)(struct conn_ctx *sub, int file_fd, off_t offset, size_t len);
+    /* conn_wait_fd(sub, CONN_FD_SELF, CONN_WAIT_READ, timeout_ms): waits
+     * until read() has something (bytes, or the end) and returns
+     * CONN_WAIT_READ, or what conn_wait_fd() returns otherwise (a wake, a
+     * stop, -ETIMEDOUT). NULL: such a wait is -EINVAL. */
+    int (*wait_input)(struct conn_ctx *sub, int timeout_ms);
 };
 
 /* A connection's peer as accept() gave it (protocol-neutral: an address
@@ -342,7 +347,8 @@ int conn_wait_fd(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms);
 int conn_wait_fd_kept(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms);
 /* conn_wait_fd()'s fd for the connection's own socket (READ only): the
  * transport is asked first (decrypted bytes it holds end the wait at
- * once), then the socket is watched through a dup() of it. */
+ * once), then the socket is watched through a dup() of it. For a
+ * sub-context, its protocol's input (conn_sub_ops.wait_input). */
 #define CONN_FD_SELF (-2)
 /* A result bit of conn_wait_fd()/conn_sleep(): conn_wake() ended the wait. */
 #define CONN_WOKEN 4

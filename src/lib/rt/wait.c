@@ -130,8 +130,10 @@ int conn_wait_fd(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms)
         /* the connection's own socket: what the transport holds already
          * is there to read; otherwise a dup() of the socket (registered
          * with epoll already) is watched */
-        if (events != CONN_WAIT_READ || ctx->sub_ops)
+        if (events != CONN_WAIT_READ)
             return -EINVAL;
+        if (ctx->sub_ops) /* a sub-context: its protocol's input */
+            return ctx->sub_ops->wait_input ? ctx->sub_ops->wait_input(ctx, timeout_ms) : -EINVAL;
         if (tls_pending(ctx))
             return CONN_WAIT_READ;
         int d = fcntl(ctx->fd, F_DUPFD_CLOEXEC, 0);
