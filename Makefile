@@ -169,7 +169,8 @@ fuzz:
 TSAN_OPTIONS_CHECK = suppressions=$(CURDIR)/tests/tsan.supp second_deadlock_stack=1 exitcode=66
 TSAN_TESTS = $(addprefix tests/http/,test_concurrency.py test_shutdown.py test_reload.py \
     test_wait.py test_sse.py test_websocket.py test_files.py test_files_fresh.py test_listen.py \
-    test_logs.py test_systemd.py test_stale_events.py test_tls.py test_rules.py test_proxy.py)
+    test_logs.py test_systemd.py test_stale_events.py test_tls.py test_rules.py test_proxy.py \
+    test_metrics.py)
 
 # Two tests bound a latency to 50 ms: under TSan (5-15 times slower) they
 # would measure TSan, not colibri; the build without TSan runs them. The

@@ -66,13 +66,19 @@ TRANSPARENT = {"short", "EINTR"}
 # answer into more segments by its nature (they are still judged for
 # crashes, hangs and leaked fds like every other)
 COUNTS_SEGMENTS = {"test_keepalive.py::test_close_answer_and_fin_share_a_segment"}
-# OPEN QUESTION (session 7, to settle next): under a short or interrupted
-# writev (sys_writev), the server of this proxy test ended holding one
-# socket more than the record run's baseline. Whether that is an upstream
-# connection the per-worker pool keeps (their number depends on timing) or
-# a leak was not found before the session ended; the test is still judged
-# for crashes, hangs and failed assertions, only its fd count is not.
-FD_COUNT_UNSETTLED = {"test_proxy.py::test_chunked_and_close_delimited_answers"}
+# Tests whose fd count at teardown is not judged: they are still judged
+# for crashes, hangs and failed assertions. Settled (session 8): the
+# extra socket a proxy test's server held under a short or interrupted
+# writev was an idle upstream connection in a pool, not a leak (the
+# teardown report's "sockets" named its peer: the test's upstream): with
+# threads = 2 either worker may accept a client (EPOLLEXCLUSIVE wakes one)
+# and each worker keeps its own pool. test_chunked_and_close_delimited_
+# answers now runs one worker and one request at a time, and is judged.
+# Left here: a test the fault ends early (an EPIPE on the client's write
+# fails its first request) leaves the pool as it was at that point, which
+# the record run's end state need not match (the pool keeps a connection
+# whose upstream has gone until it is taken again).
+FD_COUNT_UNSETTLED = {"test_proxy.py::test_statuses_and_bodies_pass_through"}
 
 # the I/O wrappers are few sites that every answer goes through: more
 # tests (of different files) each

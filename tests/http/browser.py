@@ -67,13 +67,13 @@ def missing():
 class Page:
     """One headless Chromium showing one page."""
 
-    def __init__(self, profile, log_path):
+    def __init__(self, profile, log_path, flags=()):
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
 
         opts = webdriver.ChromeOptions()
         opts.binary_location = CHROMIUM
-        for f in FLAGS + ["--user-data-dir=%s" % profile]:
+        for f in FLAGS + list(flags) + ["--user-data-dir=%s" % profile]:
             opts.add_argument(f)
         opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
         # an explicit chromedriver: selenium then never looks for one to download
@@ -140,13 +140,15 @@ def browser(tmp_path):
         pytest.fail(why, pytrace=False)
     pages, dirs = [], []
 
-    def make():
+    def make(flags=()):
+        """flags: more Chromium switches (--ignore-certificate-errors for a
+        test certificate)."""
         log = tmp_path / ("chromedriver%d.log" % len(pages))
         for attempt in range(START_TRIES):
             profile = tempfile.mkdtemp(prefix="chromium-", dir=tmp_path)
             dirs.append(profile)
             try:
-                page = Page(profile, log)
+                page = Page(profile, log, flags)
                 break
             except Exception as e:
                 if attempt + 1 == START_TRIES:

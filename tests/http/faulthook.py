@@ -129,6 +129,39 @@ def _fds(server):
     return out
 
 
+def _hexaddr(a):
+    """'0100007F:1F90' (/proc/net/tcp) as '127.0.0.1:8080' (IPv4 only)."""
+    ip, port = a.split(":")
+    if len(ip) == 8:
+        ip = ".".join(str(int(ip[i : i + 2], 16)) for i in (6, 4, 2, 0))
+    return "%s:%d" % (ip, int(port, 16))
+
+
+def _sockets(server):
+    """What the server's sockets connect: 'local -> remote' for TCP, else
+    the link's text; to tell a leaked client connection from a kept
+    upstream one when the fd count is over the baseline."""
+    tcp = _tcp_table()
+    d = "/proc/%d/fd" % server.proc.pid
+    out = []
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return out
+    for n in names:
+        try:
+            t = os.readlink(os.path.join(d, n))
+        except OSError:
+            continue
+        m = re.match(r"^socket:\[(\d+)\]$", t)
+        if m and m.group(1) in tcp:
+            loc, rem = tcp[m.group(1)]
+            out.append("%s: %s -> %s" % (n, _hexaddr(loc), _hexaddr(rem)))
+        elif m:
+            out.append("%s: %s (not TCP)" % (n, t))
+    return sorted(out)
+
+
 def _baseline():
     path = os.environ.get("FAULT_BASELINE")
     table = {}
@@ -232,6 +265,8 @@ def check(server, stop_timeout):
         line["fds"] = dict(now) if now is not None else None
         if base is not None and now is not None:
             line["excess_fds"] = _excess(now, base)
+            if line["excess_fds"]:
+                line["sockets"] = _sockets(server)
         line["injected"] = _injected(server)
         rc = server.stop(timeout=stop_timeout)
     else:

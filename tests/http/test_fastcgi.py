@@ -25,6 +25,7 @@ pytestmark = pytest.mark.skipif(not os.path.exists(FPM), reason="php8.2-fpm is n
 SCRIPTS = {
     "server.php": "<?php header('Content-Type: application/json'); echo json_encode($_SERVER);",
     "input.php": "<?php $b = file_get_contents('php://input'); echo strlen($b), ' ', md5($b), ' ', $_POST['a'] ?? '-';",
+    "kept.php": "<?php $b = file_get_contents('php://input'); if (isset($_GET['wait'])) usleep(1500000); echo strlen($b), ' ', md5($b), ' ', $_SERVER['CONTENT_LENGTH'], ' ', $_POST['a'] ?? '-';",
     "status.php": "<?php http_response_code(418); header('X-Custom: yes'); header('Set-Cookie: a=1', false); header('Set-Cookie: b=2', false); echo 'teapot';",
     "notfound.php": "<?php header('Status: 404 Not Found'); echo 'gone';",
     "redirect.php": "<?php header('Location: /elsewhere');",
@@ -144,10 +145,77 @@ def test_request_body(make_server, fpm):
     r, body = get(srv, "/input.php", method="POST", body=b"a=hello&b=2",
                   headers={"Content-Type": "application/x-www-form-urlencoded"})
     assert body.decode().split()[2] == "hello"
-    # a chunked body: PHP needs a length
-    with RawConn("127.0.0.1", srv.port) as c:
-        c.send(b"POST /input.php HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
-        assert c.read_response().status == 411
+
+
+def send_chunked(c, path, data, piece=10000, ctype="application/octet-stream"):
+    """A POST of data as chunks of piece bytes; stops sending quietly when
+    the server closed (an early 413)."""
+    head = "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\n\r\n" % (path, ctype)
+    try:
+        c.send(head.encode())
+        for i in range(0, len(data), piece):
+            part = data[i : i + piece]
+            c.send(b"%x\r\n%s\r\n" % (len(part), part))
+        c.send(b"0\r\n\r\n")
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+
+
+def spool_fds(pid, folder):
+    """The server's fds on files in folder (a kept body's unnamed file)."""
+    out = []
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if target.startswith(str(folder) + "/"):
+            out.append(target)
+    return out
+
+
+def test_chunked_request_body(make_server, fpm, tmp_path):
+    """A chunked body is read whole first (PHP needs CONTENT_LENGTH): in
+    memory up to body_memory_max, beyond it in an unnamed file in temp_dir;
+    past max_request_body it gets 413."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    srv = make_server(site=site(fpm), max_request_body="3M", body_memory_max="64k", temp_dir=str(spool))
+    with RawConn("127.0.0.1", srv.port, timeout=20) as c:
+        # small, in memory, one connection for several
+        for data in (b"abc", os.urandom(70000), b""):
+            send_chunked(c, "/kept.php", data, piece=3000)
+            r = c.read_response()
+            assert r.status == 200, r.body
+            n, md5, length, _ = r.body.decode().split()
+            assert (int(n), md5, length) == (len(data), hashlib.md5(data).hexdigest(), str(len(data)))
+        # a form: PHP parses what came chunked
+        send_chunked(c, "/kept.php", b"a=hello&b=2", ctype="application/x-www-form-urlencoded")
+        r = c.read_response()
+        assert r.status == 200 and r.body.decode().split()[3] == "hello"
+    # large: it goes to a file in temp_dir, held while PHP works on it
+    data = os.urandom((2 << 20) + 12345)
+    with RawConn("127.0.0.1", srv.port, timeout=20) as c:
+        send_chunked(c, "/kept.php?wait=1", data, piece=65536)
+        seen = []
+        deadline = time.monotonic() + 1.2
+        while not seen and time.monotonic() < deadline:
+            seen = spool_fds(srv.proc.pid, spool)
+            time.sleep(0.05)
+        r = c.read_response()
+        assert r.status == 200, r.body
+        n, md5, length, _ = r.body.decode().split()
+        assert (int(n), md5, length) == (len(data), hashlib.md5(data).hexdigest(), str(len(data)))
+        assert seen and all(t.endswith("(deleted)") for t in seen), seen
+    assert os.listdir(spool) == []  # nothing named is left
+    deadline = time.monotonic() + 5
+    while spool_fds(srv.proc.pid, spool) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert spool_fds(srv.proc.pid, spool) == []  # closed after the answer
+    # past max_request_body: 413, PHP never sees it
+    with RawConn("127.0.0.1", srv.port, timeout=20) as c:
+        send_chunked(c, "/kept.php", os.urandom((3 << 20) + 1), piece=65536)
+        assert c.read_response().status == 413
 
 
 def test_status_and_headers(make_server, fpm):
@@ -285,3 +353,65 @@ def test_config_errors(tmp_path, keys, key, words):
     lines = [l.strip() for l in keys.split("\n")]
     line = 3 if key == "fastcgi" else 4 + next(i for i, l in enumerate(lines) if l.startswith(key))
     check(p, conf, line, key, words)
+
+
+def test_whole_small_answer_has_a_length(make_server, fpm):
+    # an answer PHP-FPM ends at once goes out whole, with Content-Length (one
+    # writev), on a kept connection; one that flushes part way still streams
+    # (test_streamed_output)
+    srv = make_server(site=site(fpm))
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+    for _ in range(3):
+        c.request("GET", "/status.php")
+        r = c.getresponse()
+        assert r.read() == b"teapot"
+        assert r.status == 418 and r.getheader("X-Custom") == "yes"
+        assert r.getheader("Content-Length") == "6" and r.getheader("Transfer-Encoding") is None
+        assert r.getheader("Set-Cookie") == "a=1, b=2"
+    c.request("HEAD", "/status.php")
+    r = c.getresponse()
+    # PHP sends no body to a HEAD: no length is told rather than a wrong 0
+    assert r.status == 418 and r.read() == b"" and r.getheader("Content-Length") is None
+    c.request("GET", "/big.php")
+    r = c.getresponse()
+    assert r.read() == b"x" * 3000000
+    c.close()
+
+
+def test_kept_connections_closed_by_php_fpm_are_replaced(make_server, tmp_path):
+    # pm.max_requests = 2: a PHP-FPM child exits (closing the kept
+    # connection) after every second request; the bodiless requests that
+    # find their kept connection closed go again on a fresh one, quietly
+    www = tmp_path / "w"
+    www.mkdir()
+    (www / "hi.php").write_text('<?php echo "hi";')
+    sock = tmp_path / "f.sock"
+    conf = tmp_path / "f.conf"
+    user = "user = root\ngroup = root\n" if os.geteuid() == 0 else ""
+    conf.write_text(
+        "[global]\npid = %s\nerror_log = %s\ndaemonize = no\n"
+        "[www]\n%slisten = %s\npm = static\npm.max_children = 2\npm.max_requests = 2\n"
+        % (tmp_path / "f.pid", tmp_path / "f.log", user, sock)
+    )
+    args = [FPM, "-n", "-y", str(conf)] + (["-R"] if os.geteuid() == 0 else [])
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        body = "site {\n    fastcgi / {\n        to = unix:%s\n        root = %s\n    }\n}\n" % (sock, www)
+        srv = make_server(site=body, threads="1")
+        for i in range(12):
+            r, data = get(srv, "/hi.php")
+            assert (r.status, data) == (200, b"hi"), i
+            time.sleep(0.05)  # the child's exit reaches the kept connection
+        r, data = get(srv, "/hi.php", method="POST", body=b"a=1",
+                      headers={"Content-Type": "application/x-www-form-urlencoded"})
+        assert (r.status, data) == (200, b"hi")
+        assert "fastcgi" not in srv.stderr(), srv.stderr()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()

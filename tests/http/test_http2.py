@@ -6,6 +6,7 @@ access log), framed as streams."""
 import hashlib
 import os
 import socket
+import struct
 import subprocess
 import time
 
@@ -56,9 +57,11 @@ def curl(*args, timeout=20):
 class H2:
     """One HTTP/2 connection driven by hand with the h2 library."""
 
-    def __init__(self, srv, timeout=10):
+    def __init__(self, srv, timeout=10, settings=None):
         self.sock = socket.create_connection((srv.host, srv.port), timeout=timeout * TIME_SCALE)
         self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+        if settings:  # in the client's first SETTINGS
+            self.conn.local_settings = h2.settings.Settings(client=True, initial_values=settings)
         self.conn.initiate_connection()
         self.sock.sendall(self.conn.data_to_send())
         self.authority = srv.hostport
@@ -448,7 +451,8 @@ def run_config(tmp_path, text):
     [
         ("listener 127.0.0.1:%d {\n    http2 = maybe\n}\n", "http2", "true"),
         ("listener 127.0.0.1:%d {\n    h2c_upgrade = sometimes\n}\n", "h2c_upgrade", "true"),
-        ("listener 127.0.0.1:%d {\n    h2c_upgrade = true\n}\n", "h2c_upgrade", "not supported"),
+        ("listener 127.0.0.1:%d {\n    tls = true\n    h2c_upgrade = true\n}\n", "h2c_upgrade", "cleartext"),
+        ("listener 127.0.0.1:%d {\n    http2 = false\n    h2c_upgrade = true\n}\n", "h2c_upgrade", "http2 = true"),
         ("listener 127.0.0.1:%d\nhttp2_max_concurrent_streams = 0\n", "http2_max_concurrent_streams", "out of range"),
         ("listener 127.0.0.1:%d\nhttp2_max_concurrent_streams = lots\n", "http2_max_concurrent_streams", ""),
         ("listener 127.0.0.1:%d\nhttp2_initial_window = 1k\n", "http2_initial_window", "between"),
@@ -688,15 +692,6 @@ def test_a_zero_window_stalls_its_stream_only(make_server, tmp_path):
     c.close()
 
 
-def test_websocket_upgrade_is_refused_on_a_stream(make_server, tmp_path):
-    """No RFC 8441 yet: colibri_ws_upgrade() answers 501 on HTTP/2."""
-    srv = make_server(site="site {\n    handler /ws ws_echo\n}\n")
-    c = H2(srv)
-    (r,) = c.wait(c.request("/ws", headers=[("upgrade", "websocket")]))
-    assert r["headers"][":status"] == "501"
-    c.close()
-
-
 def test_reload_new_streams_take_the_new_config(make_server, tmp_path):
     """SIGHUP on a kept HTTP/2 connection: a stream in flight finishes on
     the old config, the streams opened after it see the new routes."""
@@ -833,3 +828,70 @@ def test_filters_apply_to_streams(make_server, tmp_path):
     p = curl("-i", "-H", b"If-None-Match: " + etag, srv.url + "/f.txt")
     head = p.stdout.partition(b"\r\n\r\n")[0]
     assert head.startswith(b"HTTP/2 304") and b"\r\nx-test: a; b" in head, head
+
+
+NO_RFC7540_PRIORITIES = 9  # RFC 9218 section 2.1
+
+
+def test_rfc7540_client_gets_no_rfc9218_setting(h2srv):
+    """A client that does not send SETTINGS_NO_RFC7540_PRIORITIES = 1
+    keeps RFC 7540's scheme: the server's SETTINGS do not carry it (nghttp2
+    would otherwise ignore PRIORITY frames and forget closed streams)."""
+    c = H2(h2srv)
+    (r,) = c.wait(c.request("/hello"))  # the server's SETTINGS came before
+    assert r["headers"][":status"] == "200"
+    assert NO_RFC7540_PRIORITIES not in c.conn.remote_settings
+    assert c.conn.remote_settings.max_concurrent_streams == 128
+    c.close()
+
+
+@pytest.mark.parametrize("how", ["field", "priority_update"])
+def test_priorities_urgent_small_body_before_a_large_one(make_server, tmp_path, how):
+    """RFC 9218: a 1 MiB body asked at urgency 7 and, right after it in
+    the same write, a 128 KiB one at urgency 0 (by the `priority` field,
+    or asked at 7 and made 0 by a PRIORITY_UPDATE that follows): with a window
+    that holds both, the urgent one goes out whole before the large one's
+    DATA (round robin, RFC 7540's default, would interleave them: the
+    small one would end about 128 KiB into the large one)."""
+    root = tmp_path / "prio"
+    root.mkdir()
+    (root / "big.bin").write_bytes(MIB)
+    small = os.urandom(128 << 10)
+    (root / "small.bin").write_bytes(small)
+    srv = make_server(site="site {\n    serve_files / {\n        path = %s\n    }\n}\n" % root)
+    # an RFC 9218 client says so in its first SETTINGS; the server's say it too
+    c = H2(srv, settings={NO_RFC7540_PRIORITIES: 1})
+    c.pump(lambda: NO_RFC7540_PRIORITIES in c.conn.remote_settings, timeout=5)
+    assert c.conn.remote_settings[NO_RFC7540_PRIORITIES] == 1
+    # the client's windows hold both bodies: only the server's order counts
+    c.conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
+    c.conn.increment_flow_control_window(1 << 24)
+    c.flush()
+    big_at_small_end = []
+
+    def on_event(ev, base=c.on_event):
+        base(ev)
+        if isinstance(ev, h2.events.StreamEnded) and ev.stream_id == s_small:
+            big_at_small_end.append(len(c.streams[s_big]["data"]))
+
+    c.on_event = on_event
+    # both HEADERS in one write: the server reads them in one turn
+    s_big = c.conn.get_next_available_stream_id()
+    hdrs = [(":method", "GET"), (":scheme", "http"), (":authority", c.authority)]
+    c.conn.send_headers(s_big, hdrs + [(":path", "/big.bin"), ("priority", "u=7")], end_stream=True)
+    s_small = s_big + 2
+    if how == "field":
+        c.conn.send_headers(s_small, hdrs + [(":path", "/small.bin"), ("priority", "u=0")], end_stream=True)
+    else:  # asked at urgency 7 too, then PRIORITY_UPDATE (type 0x10, on stream 0) makes it 0
+        c.conn.send_headers(s_small, hdrs + [(":path", "/small.bin"), ("priority", "u=7")], end_stream=True)
+        pu = struct.pack("!I", s_small) + b"u=0"
+        c.sock.sendall(c.conn.data_to_send() + struct.pack("!I", len(pu))[1:] + b"\x10\x00" + b"\0" * 4 + pu)
+    for s in (s_big, s_small):
+        c.streams[s] = {"headers": None, "data": bytearray(), "ended": False, "reset": None, "t_end": None}
+    c.flush()
+    rb, rs = c.wait(s_big, s_small, timeout=20)
+    assert bytes(rb["data"]) == MIB and bytes(rs["data"]) == small
+    assert rs["t_end"] <= rb["t_end"]
+    # the urgent body was whole before much of the large one came
+    assert big_at_small_end and big_at_small_end[0] < 32 * 1024, big_at_small_end
+    c.close()

@@ -718,6 +718,8 @@ static struct cache_entry *entry_create(void *ctx, const char *key, size_t len,
         name = name ? name + 1 : key;
         e = file_entry(f, fd, &st, key, len, name, (size_t)(key + len - name), stale, err);
     }
+    if (e)
+        files_count_miss();
     return e ? &e->base : NULL;
 }
 

@@ -130,6 +130,16 @@ struct fentry {
 
 /* entry.c: creates and destroys entries for the cache (ctx: the struct files). */
 extern const struct cache_ops files_entry_ops;
+/* stats.c: what a request defers to give its entry back (the entry's
+ * release, or that and a count when metrics are on); a miss (an entry
+ * built) counted; the counts offered to the metrics (the module's
+ * from_config). */
+void files_release_entry(void *e);
+/* hidden: read with one instruction (%rip-relative, no GOT), where a
+ * function's address was loaded before */
+extern __attribute__((visibility("hidden"))) void (*_Atomic files_release)(void *e);
+void files_count_miss(void);
+void files_stats_register(void);
 /* entry.c: the precompressed sibling's extension per coding (".gz"), or
  * NULL; watch.c drops a file's entry when a sibling of it changes. */
 extern const char *const files_sibling_ext[HTTP_CODING_COUNT];

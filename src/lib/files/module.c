@@ -190,6 +190,7 @@ static int from_config(struct colibri_server *srv, struct colibri_conf *n, char 
 {
     struct files_opts o = default_opts;
     struct colibri_conf *path = colibri_conf_take(n, "path"), *k;
+    files_stats_register();
     const char *prefix = colibri_conf_value(n);
     int r;
     if (!path)

@@ -19,7 +19,7 @@
 #include "http/uri.h"
 #include "rt/conn.h"
 
-static void release(void *p)
+void files_release_entry(void *p)
 {
     struct fentry *e = p;
     cache_put(e->f->cache, &e->base);
@@ -298,7 +298,8 @@ int files_serve(struct colibri_request *req, struct colibri_response *resp, void
     /* held until the handler returns, or the connection dies while the
      * answer's write waits: colibri_defer(), with its inline fast path
      * (coro.h) instead of a call */
-    if (coro_defer(req->ctx->coro, release, e) < 0)
+    if (coro_defer(req->ctx->coro, atomic_load_explicit(&files_release, memory_order_relaxed), e) <
+        0)
         return 503; /* released already */
     if (e->kind == FE_REDIRECT)
         return redirect(req, resp);

@@ -12,11 +12,13 @@
  * One request per connection at a time (PHP-FPM does not multiplex), on
  * connections kept with FCGI_KEEP_CONN in the worker's pool of the
  * upstream (gateway/upstream.h). The body goes up as STDIN records as it
- * arrives; STDOUT is parsed for the CGI head and then streamed to the
- * client; STDERR goes to the error log. */
+ * arrives (one without a length is read whole first: CONTENT_LENGTH); STDOUT is parsed for the CGI
+ * head and then streamed to the client; STDERR goes to the error log. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,15 +58,32 @@ struct fcgi_route {
     struct fcgi_param *params;
     unsigned n_params;
     int connect_ms, read_ms, send_ms;
+    uint64_t id; /* unique in the process: the key of its lookups in scache */
+};
+
+struct script {
+    char file[PATH_MAX];   /* SCRIPT_FILENAME */
+    char name[PATH_MAX];   /* SCRIPT_NAME: the URL path of the script */
+    struct view path_info; /* the rest of the path after the script */
+    char path_info_buf[PATH_MAX];
 };
 
 struct fjob {
+    struct script s;
+    struct strbuf params;
     struct colibri_request *req;
     struct fcgi_route *fr;
     int fd, srv;
     char *buf;
     size_t len, pos;
-    struct strbuf out, head;
+    struct strbuf out, head; /* head: the CGI head, then the body held back from body_at */
+    size_t body_at;
+    bool reused; /* fd came from the pool */
+    /* a body without a length (chunked): read whole before the request
+     * goes, body_len bytes in hc->reqbody or in the file hc->bs.fd */
+    bool body_kept;
+    uint64_t body_len;
+    bool drained; /* nothing to read from fd before it is ready (gw_read_ready) */
 };
 
 static void fjob_close(struct fjob *j)
@@ -74,28 +93,104 @@ static void fjob_close(struct fjob *j)
     j->fd = -1;
 }
 
+static void fjob_free(void *arg)
+{
+    struct fjob *j = arg;
+    free(j->buf);
+    strbuf_free(&j->out);
+    strbuf_free(&j->head);
+    strbuf_free(&j->params);
+    free(j);
+}
+
+static const struct gw_spare fjob_spare = {
+    .kind = GW_SPARE_FCGI,
+    .size = sizeof(struct fjob),
+    .buf_at = offsetof(struct fjob, buf),
+    .buf_len = FCGI_BUF,
+    .free_job = fjob_free,
+};
+
 static void fjob_end(void *arg)
 {
     struct fjob *j = arg;
     fjob_close(j);
-    free(j->buf);
-    strbuf_free(&j->out);
-    strbuf_free(&j->head);
-    free(j);
+    gw_spare_put(&fjob_spare, j,
+                 j->out.cap <= FCGI_BUF && j->head.cap <= FCGI_BUF && j->params.cap <= FCGI_BUF);
 }
 
 /* --- finding the script -------------------------------------------------------------- */
 
-struct script {
-    char file[PATH_MAX];   /* SCRIPT_FILENAME */
-    char name[PATH_MAX];   /* SCRIPT_NAME: the URL path of the script */
-    struct view path_info; /* the rest of the path after the script */
-    char path_info_buf[PATH_MAX];
+/* The lookups of under_root() a worker made in the last SCACHE_MS, so
+ * that a script's realpath() (a readlink() per component) and stat() run
+ * once a second, not per request: a worker's own table, no locks. */
+#define SCACHE_N    32
+#define SCACHE_REL  200
+#define SCACHE_REAL 600
+#define SCACHE_MS   1000
+struct scache_ent {
+    uint64_t route; /* fcgi_route.id; 0: empty */
+    uint64_t at;    /* worker_now_ms() of the lookup */
+    uint16_t rel_len;
+    bool dir;
+    char rel[SCACHE_REL];
+    char real[SCACHE_REAL];
 };
+static pthread_key_t scache_key;
+static pthread_once_t scache_once = PTHREAD_ONCE_INIT;
+static __thread struct scache_ent *scache; /* SCACHE_N of them, freed at the thread's end */
+static _Atomic uint64_t route_ids;
+
+static void scache_init(void)
+{
+    pthread_key_create(&scache_key, free);
+}
+
+static struct scache_ent *scache_slot(const struct fcgi_route *fr, const char *rel, size_t len)
+{
+    if (len >= SCACHE_REL)
+        return NULL;
+    if (!scache) {
+        pthread_once(&scache_once, scache_init);
+        if (!(scache = calloc(SCACHE_N, sizeof(*scache))))
+            return NULL;
+        pthread_setspecific(scache_key, scache);
+    }
+    uint64_t h = gw_hash(rel, len) ^ fr->id * 0x9e3779b97f4a7c15ull;
+    return &scache[h % SCACHE_N];
+}
+
+static bool under_root_fresh(const struct fcgi_route *fr, const char *rel, size_t len, bool *dir,
+                             char *real);
 
 /* Whether root + rel is a regular file (or a folder, *dir) under the root. */
 static bool under_root(const struct fcgi_route *fr, const char *rel, size_t len, bool *dir,
                        char *real)
+{
+    struct scache_ent *e = scache_slot(fr, rel, len);
+    uint64_t now = worker_now_ms();
+    if (e && e->route == fr->id && e->rel_len == len && now - e->at < SCACHE_MS &&
+        !memcmp(e->rel, rel, len)) {
+        *dir = e->dir;
+        memcpy(real, e->real, strlen(e->real) + 1);
+        return true;
+    }
+    if (!under_root_fresh(fr, rel, len, dir, real))
+        return false; /* not cached: a file that appears is seen at once */
+    size_t rl = strlen(real);
+    if (e && rl < SCACHE_REAL) {
+        e->route = fr->id;
+        e->at = now;
+        e->rel_len = (uint16_t)len;
+        e->dir = *dir;
+        memcpy(e->rel, rel, len);
+        memcpy(e->real, real, rl + 1);
+    }
+    return true;
+}
+
+static bool under_root_fresh(const struct fcgi_route *fr, const char *rel, size_t len, bool *dir,
+                             char *real)
 {
     char p[PATH_MAX];
     if ((size_t)snprintf(p, sizeof(p), "%s%.*s", fr->root, (int)len, rel) >= sizeof(p))
@@ -116,13 +211,37 @@ static bool is_php(const char *p, size_t len)
     return len >= 4 && !memcmp(p + len - 4, ".php", 4);
 }
 
+/* Copies at most cap - 1 bytes of p and a NUL to o: the bytes copied. */
+static size_t copy_cut(char *o, size_t cap, const char *p, size_t n)
+{
+    n = MIN(n, cap - 1);
+    memcpy(o, p, n);
+    o[n] = '\0';
+    return n;
+}
+
 static void set_script(struct script *s, const struct fcgi_route *fr, const char *rel, size_t len,
                        const char *info, size_t info_len, const char *real)
 {
-    snprintf(s->file, sizeof(s->file), "%s", real);
-    snprintf(s->name, sizeof(s->name), "%.*s%.*s", (int)fr->prefix_len, fr->prefix, (int)len, rel);
-    snprintf(s->path_info_buf, sizeof(s->path_info_buf), "%.*s", (int)info_len, info);
-    s->path_info = (struct view){s->path_info_buf, strlen(s->path_info_buf)};
+    copy_cut(s->file, sizeof(s->file), real, strlen(real));
+    size_t n = copy_cut(s->name, sizeof(s->name), fr->prefix, fr->prefix_len);
+    copy_cut(s->name + n, sizeof(s->name) - n, rel, len);
+    n = copy_cut(s->path_info_buf, sizeof(s->path_info_buf), info, info_len);
+    s->path_info = (struct view){s->path_info_buf, n};
+}
+
+/* n in decimal at o (room for 21 bytes): its length, NUL-terminated. */
+static size_t fmt_u64(char *o, uint64_t n)
+{
+    char t[24];
+    size_t l = 0;
+    do
+        t[l++] = (char)('0' + n % 10);
+    while ((n /= 10));
+    for (size_t i = 0; i < l; i++)
+        o[i] = t[l - 1 - i];
+    o[l] = '\0';
+    return l;
 }
 
 /* 0 with s set (a script to run), or a status: the handler's answer
@@ -256,8 +375,9 @@ static int build_params(struct fjob *j, const struct script *s, struct strbuf *b
     else
         PAIR_S(&w, "CONTENT_TYPE", "");
     if (req->body_kind == BODY_LENGTH) {
-        snprintf(num, sizeof(num), "%lld", (long long)h->content_length);
-        PAIR_S(&w, "CONTENT_LENGTH", num);
+        pair(&w, "CONTENT_LENGTH", num, fmt_u64(num, (uint64_t)h->content_length));
+    } else if (j->body_kept) {
+        pair(&w, "CONTENT_LENGTH", num, fmt_u64(num, j->body_len));
     } else {
         PAIR_S(&w, "CONTENT_LENGTH", "");
     }
@@ -266,18 +386,14 @@ static int build_params(struct fjob *j, const struct script *s, struct strbuf *b
     colibri_req_remote_addr(req, addr, sizeof(addr));
     PAIR_S(&w, "REMOTE_ADDR", addr);
     const struct conn_peer *peer = conn_peer_of(req->ctx);
-    snprintf(num, sizeof(num), "%u", (unsigned)(peer->port >> 8 | (peer->port & 0xff) << 8));
-    PAIR_S(&w, "REMOTE_PORT", num);
+    pair(&w, "REMOTE_PORT", num,
+         fmt_u64(num, (unsigned)(peer->port >> 8 | (peer->port & 0xff) << 8)));
     /* the address and port the request came to */
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    char saddr[64] = "", sport[8] = "";
-    if (!getsockname(req->ctx->fd, (struct sockaddr *)&ss, &sl)) {
-        struct conn_peer me = conn_peer_from(&ss);
-        if (me.family)
-            inet_ntop(me.family, me.addr, saddr, sizeof(saddr));
-        snprintf(sport, sizeof(sport), "%u", (unsigned)(me.port >> 8 | (me.port & 0xff) << 8));
-    }
+    char saddr[64] = "", sport[24] = "";
+    const struct conn_peer *me = http_local_addr(req);
+    if (http_peer_str(me, saddr, sizeof(saddr)))
+        saddr[0] = '\0';
+    fmt_u64(sport, (unsigned)(me->port >> 8 | (me->port & 0xff) << 8));
     PAIR_S(&w, "SERVER_ADDR", saddr);
     PAIR_S(&w, "SERVER_PORT", sport);
     struct view host = h->host;
@@ -303,27 +419,72 @@ static int build_params(struct fjob *j, const struct script *s, struct strbuf *b
 
 /* --- the exchange ------------------------------------------------------------------------ */
 
-/* The request: BEGIN_REQUEST, PARAMS, STDIN as the body arrives. 0, or
- * -errno with *client set when the client's body failed. */
+/* A kept body as STDIN records, from memory or from its file: 0 or -errno. */
+static int send_kept_body(struct fjob *j)
+{
+    struct colibri_request *req = j->req;
+    const struct http_body_state *bs = &req->hc->bs;
+    int r;
+    for (uint64_t off = 0; off < j->body_len;) {
+        /* a piece of at most a record's content (j->buf is free until
+         * relay() reads the answer into it) */
+        size_t n = (size_t)MIN(j->body_len - off, (uint64_t)FCGI_CONTENT_MAX);
+        const char *p;
+        if (bs->spooled) {
+            ssize_t got = pread(bs->fd, j->buf, n, (off_t)off);
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got <= 0) {
+                LOG_LIMITED(LOG_WARN, "fastcgi: the request body's file: %s",
+                            got < 0 ? strerror(errno) : "shorter than written");
+                return -EIO;
+            }
+            n = (size_t)got;
+            p = j->buf;
+        } else {
+            p = req->hc->reqbody.buf + off;
+        }
+        strbuf_reset(&j->out);
+        if (fcgi_stream(&j->out, FCGI_STDIN, 1, p, n, false))
+            return -ENOMEM;
+        if ((r = gw_write(req->ctx, j->fd, j->out.buf, j->out.len, j->fr->send_ms)))
+            return r;
+        off += n;
+    }
+    strbuf_reset(&j->out);
+    if (fcgi_stream(&j->out, FCGI_STDIN, 1, NULL, 0, true))
+        return -ENOMEM;
+    return gw_write(req->ctx, j->fd, j->out.buf, j->out.len, j->fr->send_ms);
+}
+
+/* The request: BEGIN_REQUEST, PARAMS, STDIN as the body arrives (or from
+ * where it was kept). 0, or -errno with *client set when the client's
+ * body failed. */
 static int send_request(struct fjob *j, const struct script *s, bool *client)
 {
     struct colibri_request *req = j->req;
-    struct strbuf params = {0};
+    struct strbuf *params = &j->params;
     strbuf_reset(&j->out);
+    strbuf_reset(params);
     *client = false;
-    int r = fcgi_begin(&j->out, 1) || build_params(j, s, &params) ||
-                    fcgi_params(&j->out, 1, params.buf, params.len)
+    int r = fcgi_begin(&j->out, 1) || build_params(j, s, params) ||
+                    fcgi_params(&j->out, 1, params->buf, params->len)
                 ? -ENOMEM
                 : 0;
-    strbuf_free(&params);
     if (r)
         return r;
-    if (req->body_kind == BODY_NONE && fcgi_stream(&j->out, FCGI_STDIN, 1, NULL, 0, true))
+    /* no body, or a small kept one: the whole request in one write */
+    bool whole = req->body_kind == BODY_NONE ||
+                 (j->body_kept && !req->hc->bs.spooled && j->body_len <= FCGI_CONTENT_MAX);
+    if (whole && fcgi_stream(&j->out, FCGI_STDIN, 1, j->body_len ? req->hc->reqbody.buf : NULL,
+                             (size_t)j->body_len, true))
         return -ENOMEM;
     if ((r = gw_write(req->ctx, j->fd, j->out.buf, j->out.len, j->fr->send_ms)))
         return r;
-    if (req->body_kind == BODY_NONE)
+    if (whole)
         return 0;
+    if (j->body_kept)
+        return send_kept_body(j);
     for (;;) {
         struct view v;
         if ((r = http_body_next(req, &v))) {
@@ -358,7 +519,8 @@ static ssize_t next_record(struct fjob *j, struct fcgi_rec *rec, bool *got)
             j->len = have;
             j->pos = 0;
         }
-        ssize_t n = gw_read(j->req->ctx, j->fd, j->buf + j->len, FCGI_BUF - j->len, j->fr->read_ms);
+        ssize_t n = gw_read_ready(j->req->ctx, j->fd, j->buf + j->len, FCGI_BUF - j->len,
+                                  j->fr->read_ms, &j->drained);
         if (n < 0)
             return n;
         if (n == 0)
@@ -366,6 +528,29 @@ static ssize_t next_record(struct fjob *j, struct fcgi_rec *rec, bool *got)
         *got = true;
         j->len += (size_t)n;
     }
+}
+
+/* Whether a whole record is in buf at pos (no read needed for it). */
+static bool record_buffered(const struct fjob *j)
+{
+    size_t have = j->len - j->pos;
+    if (have < FCGI_HEADER_LEN)
+        return false;
+    struct fcgi_rec rec;
+    if (fcgi_parse_header((const unsigned char *)j->buf + j->pos, &rec))
+        return true; /* next_record reports it */
+    return have >= (size_t)FCGI_HEADER_LEN + rec.len + rec.pad;
+}
+
+/* Sends the head and the body held back so far; the rest streams. */
+static void start_stream(struct fjob *j)
+{
+    struct colibri_response *resp = j->req->hc->resp;
+    http_start_stream(resp);
+    if (j->head.len > j->body_at)
+        colibri_resp_send_chunk(resp, j->head.buf + j->body_at, j->head.len - j->body_at);
+    strbuf_reset(&j->head);
+    j->body_at = 0;
 }
 
 /* Relays the answer. Returns the handler's status; *keep: the connection
@@ -378,12 +563,15 @@ static int relay(struct fjob *j, bool *keep, bool *got)
     bool head_done = false;
     *keep = false;
     j->len = j->pos = 0;
+    j->drained = true; /* the request just went: the answer takes a while */
     strbuf_reset(&j->head);
     for (;;) {
         struct fcgi_rec rec;
         ssize_t whole = next_record(j, &rec, got);
         if (whole < 0) {
             if (!head_done) {
+                if (j->reused && !*got && (whole == -EPIPE || whole == -ECONNRESET))
+                    return 502; /* a kept connection found closed: sent again, quietly */
                 LOG_LIMITED(LOG_WARN, "fastcgi: upstream %s: %s", where,
                             whole == -ETIMEDOUT ? "timed out"
                             : whole == -EBADMSG ? "invalid record"
@@ -393,6 +581,8 @@ static int relay(struct fjob *j, bool *keep, bool *got)
             }
             LOG_LIMITED(LOG_WARN, "fastcgi: upstream %s: %s: the answer is cut short", where,
                         whole == -ETIMEDOUT ? "timed out" : "failed");
+            if (!resp->streaming)
+                start_stream(j);
             req->hc->closing = true;
             resp->chunked = false; /* no last chunk: the client sees the cut */
             resp->interrupted = true;
@@ -401,29 +591,39 @@ static int relay(struct fjob *j, bool *keep, bool *got)
         const char *c = j->buf + j->pos + FCGI_HEADER_LEN;
         j->pos += (size_t)whole;
         if (rec.id != 1)
-            continue; /* not ours (a management record) */
+            goto next; /* not ours (a management record) */
         if (rec.type == FCGI_STDERR) {
             if (rec.len)
                 LOG_LIMITED(LOG_WARN, "fastcgi: %s: stderr: %.*s", where,
                             (int)MIN(rec.len, 1000u) - (c[rec.len - 1] == '\n'), c);
-            continue;
+            goto next;
         }
         if (rec.type == FCGI_END_REQUEST) {
             int proto = rec.len >= 5 ? (unsigned char)c[4] : 0;
             if (!head_done) {
+                if (j->reused && !*got && (whole == -EPIPE || whole == -ECONNRESET))
+                    return 502; /* a kept connection found closed: sent again, quietly */
                 LOG_LIMITED(LOG_WARN, "fastcgi: upstream %s: %s", where,
                             proto ? "refused the request (overloaded or cannot multiplex)"
                                   : "ended without a complete CGI head");
                 return proto ? 503 : 502;
             }
             *keep = proto == 0 && j->pos == j->len;
+            if (!resp->streaming && req->head->method == COLIBRI_HEAD)
+                start_stream(j);       /* PHP sent no body: no length to tell */
+            else if (!resp->streaming) /* the whole answer came: head and body in one writev */
+                return colibri_resp_send_static(resp, resp->status, resp->mime,
+                                                j->head.buf + j->body_at, j->head.len - j->body_at);
             return 200;
         }
         if (rec.type != FCGI_STDOUT || !rec.len)
-            continue;
+            goto next;
         if (head_done) {
-            colibri_resp_send_chunk(resp, c, rec.len);
-            continue;
+            if (resp->streaming)
+                colibri_resp_send_chunk(resp, c, rec.len);
+            else if (strbuf_append(&j->head, c, rec.len))
+                return 500;
+            goto next;
         }
         /* the CGI head, gathered across records */
         if (strbuf_append(&j->head, c, rec.len))
@@ -441,47 +641,54 @@ static int relay(struct fjob *j, bool *keep, bool *got)
         if (cgi_answer_fields(&req->hc->hdrs, &h))
             return 500;
         resp->status = h.status;
+        j->body_at = (size_t)hl;
         if (h.status == 204 || h.status == 304) {
             /* no body: the head alone (what follows is dropped) */
             resp->head_only = true;
+            start_stream(j);
         }
-        http_start_stream(resp);
-        if (j->head.len > (size_t)hl)
-            colibri_resp_send_chunk(resp, j->head.buf + hl, j->head.len - (size_t)hl);
+    next:
+        /* the body so far is held back while more records are buffered,
+         * so that a whole small answer leaves in one writev; before a
+         * read that may wait, it goes out as the start of a stream */
+        if (head_done && !resp->streaming && !record_buffered(j))
+            start_stream(j);
     }
 }
 
 static int fcgi_handler(struct colibri_request *req, struct colibri_response *resp, void *data)
 {
     struct fcgi_route *fr = data;
-    struct script *s = malloc(sizeof(*s));
-    if (!s)
+    struct fjob *j = gw_spare_get(&fjob_spare);
+    if (!j)
         return 503;
+    j->req = req;
+    j->fr = fr;
+    j->fd = j->srv = -1;
+    j->len = j->pos = j->body_at = 0;
+    j->reused = j->drained = j->body_kept = false;
+    j->body_len = 0;
+    if (colibri_defer(req, fjob_end, j)) {
+        fjob_free(j);
+        return 503;
+    }
+    struct script *s = &j->s;
     int st = find_script(req, fr, s);
-    if (st) {
-        free(s);
+    if (st)
         return st == -1 ? files_serve(req, resp, fr->files) : st;
+    if (req->body_kind == BODY_LENGTH) {
+        req->max_body = UINT64_MAX; /* PHP's post_max_size judges it */
+    } else if (req->body_kind != BODY_NONE) {
+        /* chunked (or an HTTP/2 body without content-length): PHP needs
+         * CONTENT_LENGTH, so the body is read whole first, within
+         * max_request_body (413), in memory up to body_memory_max and
+         * beyond that in an unnamed file in temp_dir */
+        int r = http_body_pump(req, true);
+        if (r)
+            return http_status_of(r);
+        j->body_kept = true;
+        j->body_len = req->hc->bs.spooled ? req->hc->bs.file_len : req->hc->reqbody.len;
     }
-    if (req->body_kind == BODY_CHUNKED) {
-        free(s);
-        req->hc->closing = req->hc->lingering = true;
-        return 411; /* PHP needs CONTENT_LENGTH */
-    }
-    struct fjob *j = calloc(1, sizeof(*j));
-    if (!j) {
-        free(s);
-        return 503;
-    }
-    *j = (struct fjob){.req = req, .fr = fr, .fd = -1, .srv = -1};
-    if (colibri_defer(req, free, s)) {
-        free(j);
-        return 503;
-    }
-    if (colibri_defer(req, fjob_end, j))
-        return 503;
-    if (!(j->buf = malloc(FCGI_BUF)))
-        return 503;
-    req->max_body = UINT64_MAX;
     struct gw_upstream *up = fr->up;
     unsigned widx = conn_worker_index(req->ctx);
     uint64_t t0 = worker_now_ms(), tried = 0;
@@ -500,7 +707,10 @@ static int fcgi_handler(struct colibri_request *req, struct colibri_response *re
         resp->upstream_addr = sv->text;
         bool reused = false;
         if (!fresh_retry) {
-            while ((j->fd = gw_pool_take(up, widx, (unsigned)j->srv)) >= 0 && !gw_idle_alive(j->fd))
+            /* a bodiless request found the kept connection closed is sent
+             * again on a fresh one below: only a body pays a peek first */
+            while ((j->fd = gw_pool_take(up, widx, (unsigned)j->srv)) >= 0 &&
+                   req->body_kind != BODY_NONE && !gw_idle_alive(j->fd))
                 fjob_close(j);
             reused = j->fd >= 0;
         }
@@ -513,7 +723,7 @@ static int fcgi_handler(struct colibri_request *req, struct colibri_response *re
                 LOG_LIMITED(LOG_WARN, "fastcgi: upstream %s: connect: %s", sv->text,
                             fd == -ETIMEDOUT ? "timed out" : strerror(-fd));
                 gw_failed(up, (unsigned)j->srv, worker_now_ms());
-                if (req->body_kind == BODY_NONE || !req->hc->bs.t0_ms) {
+                if (req->body_kind == BODY_NONE || j->body_kept || !req->hc->bs.t0_ms) {
                     if (gw_pick(up, widx, worker_now_ms(), tried, 0) >= 0)
                         continue;
                 }
@@ -521,6 +731,7 @@ static int fcgi_handler(struct colibri_request *req, struct colibri_response *re
             }
             j->fd = fd;
         }
+        j->reused = reused;
         bool client = false, keep = false, got = false;
         int r = send_request(j, s, &client);
         if (client) {
@@ -531,7 +742,7 @@ static int fcgi_handler(struct colibri_request *req, struct colibri_response *re
             fjob_close(j);
             return 503;
         }
-        if (r && reused && (req->body_kind == BODY_NONE || !req->hc->bs.t0_ms)) {
+        if (r && reused && (req->body_kind == BODY_NONE || j->body_kept || !req->hc->bs.t0_ms)) {
             fjob_close(j); /* a kept connection PHP-FPM had closed: once more, fresh */
             fresh_retry = true;
             continue;
@@ -542,12 +753,13 @@ static int fcgi_handler(struct colibri_request *req, struct colibri_response *re
             return 504;
         }
         st = relay(j, &keep, &got);
-        if (!got && reused && st == 502 && req->body_kind == BODY_NONE) {
+        if (!got && reused && st == 502 && (req->body_kind == BODY_NONE || j->body_kept)) {
             fjob_close(j);
             fresh_retry = true;
             continue;
         }
         resp->upstream_ms = (int64_t)(worker_now_ms() - t0);
+        gw_stats_answer(up, j->srv, resp->upstream_ms);
         if (st >= 502 && st <= 504 && !resp->streaming)
             gw_failed(up, (unsigned)j->srv, worker_now_ms());
         else
@@ -711,6 +923,7 @@ static int from_config(struct colibri_server *srv, struct colibri_conf *sec, cha
     struct fcgi_route *fr = calloc(1, sizeof(*fr));
     if (!fr)
         return colibri_conf_error(sec, err, errlen, "out of memory");
+    fr->id = atomic_fetch_add_explicit(&route_ids, 1, memory_order_relaxed) + 1;
     fr->connect_ms = 5000;
     fr->read_ms = fr->send_ms = 60000;
     fr->prefix = strdup(prefix);

@@ -54,9 +54,17 @@ int fcgi_pair(struct strbuf *b, const char *name, size_t nl, const char *value, 
 {
     if (nl > 0x7fffffff || vl > 0x7fffffff)
         return -EINVAL;
-    if (put_len(b, nl) || put_len(b, vl) || strbuf_append(b, name, nl) ||
-        strbuf_append(b, value, vl))
+    if (strbuf_reserve(b, 8 + nl + vl))
         return -ENOMEM;
+    /* the room is there: these appends do not fail */
+    put_len(b, nl);
+    put_len(b, vl);
+    if (nl)
+        memcpy(b->buf + b->len, name, nl);
+    if (vl)
+        memcpy(b->buf + b->len + nl, value, vl);
+    b->len += nl + vl;
+    b->buf[b->len] = '\0';
     return 0;
 }
 

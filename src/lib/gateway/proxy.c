@@ -77,15 +77,30 @@ static void job_close(struct job *j)
     job_release_server(j);
 }
 
+static void job_free(void *arg)
+{
+    struct job *j = arg;
+    free(j->buf);
+    strbuf_free(&j->head);
+    free(j);
+}
+
+static const struct gw_spare job_spare = {
+    .kind = GW_SPARE_PROXY,
+    .size = sizeof(struct job),
+    .buf_at = offsetof(struct job, buf),
+    .buf_len = RELAY_BUF,
+    .free_job = job_free,
+};
+
 static void job_end(void *arg)
 {
     struct job *j = arg;
     job_close(j);
     if (j->epfd >= 0)
         close(j->epfd);
-    free(j->buf);
-    strbuf_free(&j->head);
-    free(j);
+    j->epfd = -1;
+    gw_spare_put(&job_spare, j, j->head.cap <= RESP_HEAD_MAX);
 }
 
 static bool idempotent(enum colibri_method m)
@@ -536,14 +551,15 @@ static int proxy_handler(struct colibri_request *req, struct colibri_response *r
     struct proxy_route *pr = data;
     struct gw_upstream *up = pr->up;
     struct conn_ctx *ctx = req->ctx;
-    struct job *j = calloc(1, sizeof(*j));
+    struct job *j = gw_spare_get(&job_spare);
     if (!j)
         return 503;
-    *j = (struct job){.req = req, .pr = pr, .fd = -1, .srv = -1, .epfd = -1};
-    if (colibri_defer(req, job_end, j))
+    *j = (struct job){
+        .req = req, .pr = pr, .fd = -1, .srv = -1, .epfd = -1, .buf = j->buf, .head = j->head};
+    if (colibri_defer(req, job_end, j)) {
+        job_free(j);
         return 503;
-    if (!(j->buf = malloc(RELAY_BUF)))
-        return 503;
+    }
     req->max_body = pr->max_body ? pr->max_body : UINT64_MAX;
     if (req->body_kind == BODY_LENGTH && req->body_left > req->max_body) {
         req->hc->closing = req->hc->lingering = true;
@@ -578,8 +594,11 @@ static int proxy_handler(struct colibri_request *req, struct colibri_response *r
         bool reused = false;
         j->fd = -1;
         if (!fresh_retry) {
+            /* a bodiless request found the kept connection closed is sent
+             * again on a fresh one below: only a body (that could not be
+             * sent again) pays a peek at the kept connection first */
             while ((j->fd = gw_pool_take(up, widx, (unsigned)j->srv)) >= 0 &&
-                   !gw_idle_alive(j->fd)) {
+                   req->body_kind != BODY_NONE && !gw_idle_alive(j->fd)) {
                 close(j->fd);
                 j->fd = -1;
             }
@@ -620,6 +639,7 @@ static int proxy_handler(struct colibri_request *req, struct colibri_response *r
         ssize_t hl = r == -ETIMEDOUT ? r : read_head(j, &h, &got);
         if (hl > 0) {
             resp->upstream_ms = (int64_t)(worker_now_ms() - t0);
+            gw_stats_answer(up, j->srv, resp->upstream_ms);
             bool again = safe && req->body_kind == BODY_NONE && tries_left &&
                          (h.status == 502 || h.status == 503 || h.status == 504);
             if (again && gw_pick(up, widx, worker_now_ms(), tried, key) >= 0) {

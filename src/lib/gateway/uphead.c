@@ -4,10 +4,17 @@
 #include <errno.h>
 #include <string.h>
 
-static bool tchar(unsigned char c)
+/* RFC 9110's tchar, as a table: a field name's every byte is checked */
+static const bool tchars[256] = {
+    ['a' ... 'z'] = true, ['A' ... 'Z'] = true, ['0' ... '9'] = true, ['!'] = true,  ['#'] = true,
+    ['$'] = true,         ['%'] = true,         ['&'] = true,         ['\''] = true, ['*'] = true,
+    ['+'] = true,         ['-'] = true,         ['.'] = true,         ['^'] = true,  ['_'] = true,
+    ['`'] = true,         ['|'] = true,         ['~'] = true,
+};
+
+static inline bool tchar(unsigned char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           (c && strchr("!#$%&'*+-.^_`|~", c));
+    return tchars[c];
 }
 
 static bool vchar(unsigned char c)
@@ -24,10 +31,13 @@ static struct view trim(const char *p, const char *e)
     return (struct view){.p = p, .len = (size_t)(e - p)};
 }
 
-static bool name_is(struct view n, const char *s)
+/* Whether n is s (any case): the length and the first letter (s's are
+ * letters) decide most compares without a call. */
+static inline __attribute__((always_inline)) bool name_is(struct view n, const char *s)
 {
-    size_t l = strlen(s);
-    return n.len == l && mem_case_eq(n.p, s, l);
+    size_t l = strlen(s); /* a literal's: folded */
+    return n.len == l && ((unsigned char)n.p[0] | 0x20) == ((unsigned char)s[0] | 0x20) &&
+           mem_case_eq(n.p, s, l);
 }
 
 /* Whether the comma-separated list v holds token t (any case). */

@@ -1,4 +1,7 @@
-/* upio.c - upstream socket I/O on the coroutine (see upio.h). */
+/* upio.c - upstream socket I/O on the coroutine (see upio.h). An upstream
+ * socket is waited on with conn_wait_fd_kept(): it stays in the worker's
+ * epoll between waits, and while it idles in the worker's pool (one-shot:
+ * disarmed), until it is closed. */
 #include "gateway/upio.h"
 
 #include <errno.h>
@@ -54,7 +57,7 @@ int gw_writev(struct conn_ctx *ctx, int fd, struct iovec *iov, int iovcnt, int t
                 continue;
             if (errno != EAGAIN)
                 return -errno;
-            int r = conn_wait_fd(ctx, fd, CONN_WAIT_WRITE, timeout_ms);
+            int r = conn_wait_fd_kept(ctx, fd, CONN_WAIT_WRITE, timeout_ms);
             if (r < 0)
                 return r;
             continue;
@@ -88,10 +91,23 @@ ssize_t gw_read(struct conn_ctx *ctx, int fd, void *buf, size_t cap, int timeout
             continue;
         if (errno != EAGAIN)
             return -errno;
-        int r = conn_wait_fd(ctx, fd, CONN_WAIT_READ, timeout_ms);
+        int r = conn_wait_fd_kept(ctx, fd, CONN_WAIT_READ, timeout_ms);
         if (r < 0)
             return r;
     }
+}
+
+ssize_t gw_read_ready(struct conn_ctx *ctx, int fd, void *buf, size_t cap, int timeout_ms,
+                      bool *drained)
+{
+    if (*drained) {
+        int r = conn_wait_fd_kept(ctx, fd, CONN_WAIT_READ, timeout_ms);
+        if (r < 0)
+            return r;
+    }
+    ssize_t n = gw_read(ctx, fd, buf, cap, timeout_ms);
+    *drained = n >= 0 && (size_t)n < cap;
+    return n;
 }
 
 bool gw_idle_alive(int fd)

@@ -22,6 +22,12 @@ int gw_write(struct conn_ctx *ctx, int fd, const void *p, size_t len, int timeou
 /* Some bytes from fd: > 0, 0 at its end, -ETIMEDOUT when nothing came for
  * timeout_ms, or -errno. */
 ssize_t gw_read(struct conn_ctx *ctx, int fd, void *buf, size_t cap, int timeout_ms);
+/* gw_read() that, when *drained (nothing is expected to be there yet: the
+ * request just went, or the last read came short of its buffer), waits
+ * for fd's readiness before reading instead of trying a read that would
+ * fail with EAGAIN; *drained then tells whether this read came short. */
+ssize_t gw_read_ready(struct conn_ctx *ctx, int fd, void *buf, size_t cap, int timeout_ms,
+                      bool *drained);
 /* Whether an idle pooled connection still looks usable (no end of stream,
  * no stray bytes, no error), without waiting. */
 bool gw_idle_alive(int fd);

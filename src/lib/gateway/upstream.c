@@ -295,6 +295,7 @@ int gw_upstream_single(struct colibri_conf *to, const char *addr, struct gw_upst
     }
     up->servers[0].weight = 1;
     up->n = 1;
+    gw_stats_register(up);
     *out = up;
     return 0;
 }
@@ -312,6 +313,7 @@ bool gw_server_up(const struct gw_upstream *up, unsigned i, uint64_t now_ms)
 void gw_failed(struct gw_upstream *up, unsigned i, uint64_t now_ms)
 {
     struct gw_server *s = &up->servers[i];
+    gw_stats_attempt(up, i, true);
     if (!up->max_fails)
         return;
     uint64_t since = atomic_load_explicit(&s->fail_since_ms, memory_order_relaxed);
@@ -332,6 +334,7 @@ void gw_failed(struct gw_upstream *up, unsigned i, uint64_t now_ms)
 void gw_succeeded(struct gw_upstream *up, unsigned i)
 {
     struct gw_server *s = &up->servers[i];
+    gw_stats_attempt(up, i, false);
     if (atomic_load_explicit(&s->fails, memory_order_relaxed))
         atomic_store_explicit(&s->fails, 0, memory_order_relaxed);
 }
@@ -576,6 +579,7 @@ void gw_upstream_free(void *arg)
     struct gw_upstream *up = arg;
     if (!up)
         return;
+    gw_stats_unregister(up);
     if (up->thread_started) {
         uint64_t one = 1;
         if (write(up->stop_fd, &one, sizeof(one)) < 0) {
@@ -629,7 +633,68 @@ static int from_config(struct colibri_server *srv, struct colibri_conf *sec, cha
         gw_upstream_free(up);
         return colibri_conf_error(sec, err, errlen, "out of memory");
     }
+    gw_stats_register(up);
     return 0;
 }
 
 BUILTIN_MODULE(upstream) = {.name = "upstream", .from_config = from_config};
+
+/* --- a worker's kept jobs -------------------------------------------------------------- */
+
+static __thread void *spare_jobs[GW_SPARE_KINDS];
+static __thread const struct gw_spare *spare_of[GW_SPARE_KINDS];
+static __thread bool spare_registered; /* spare_key holds this thread's spare_jobs */
+static pthread_key_t spare_key;
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+
+static void spare_exit(void *arg)
+{
+    void **jobs = arg;
+    for (unsigned k = 0; k < GW_SPARE_KINDS; k++) {
+        void *j = jobs[k];
+        jobs[k] = NULL;
+        if (j)
+            spare_of[k]->free_job(j);
+    }
+}
+
+static void spare_init(void)
+{
+    if (pthread_key_create(&spare_key, spare_exit))
+        spare_key = (pthread_key_t)-1;
+}
+
+void *gw_spare_get(const struct gw_spare *s)
+{
+    void *j = spare_jobs[s->kind];
+    if (j) {
+        spare_jobs[s->kind] = NULL;
+        return j;
+    }
+    if (!(j = calloc(1, s->size)))
+        return NULL;
+    char *buf = malloc(s->buf_len);
+    if (!buf) {
+        free(j);
+        return NULL;
+    }
+    memcpy((char *)j + s->buf_at, &buf, sizeof(buf));
+    return j;
+}
+
+void gw_spare_put(const struct gw_spare *s, void *job, bool keep)
+{
+    if (keep && !spare_jobs[s->kind]) {
+        if (unlikely(!spare_registered)) {
+            pthread_once(&spare_once, spare_init);
+            spare_registered =
+                spare_key != (pthread_key_t)-1 && !pthread_setspecific(spare_key, spare_jobs);
+        }
+        if (likely(spare_registered)) {
+            spare_of[s->kind] = s;
+            spare_jobs[s->kind] = job;
+            return;
+        }
+    }
+    s->free_job(job);
+}

@@ -26,6 +26,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -35,6 +36,8 @@
 #define GW_SERVERS_MAX 64
 
 enum gw_balance { GW_ROUND_ROBIN, GW_LEAST_CONN, GW_HASH };
+
+#define GW_TIME_BUCKETS 12 /* upmetrics.c: 1 ms ... 10 s */
 
 struct gw_server {
     struct sockaddr_storage addr;
@@ -48,6 +51,11 @@ struct gw_server {
     _Atomic uint64_t fail_since_ms, down_until_ms;
     atomic_bool check_down; /* the active check says down */
     _Atomic int active;     /* requests on it now (least_conn) */
+    /* for the metrics (upmetrics.c), counted while they are on */
+    struct gw_server_stats {
+        _Atomic uint64_t requests, failures, time_ms;
+        _Atomic uint64_t time[GW_TIME_BUCKETS + 1]; /* answers by time bucket */
+    } stats;
 };
 
 struct gw_worker_slot; /* a worker's pools and round-robin position */
@@ -66,8 +74,10 @@ struct gw_upstream {
     struct gw_worker_slot *slots[GW_WORKERS_MAX];
     /* the active check's thread */
     bool thread_started;
-    int stop_fd;  /* eventfd: the thread's stop */
-    void *thread; /* pthread_t, allocated */
+    int stop_fd;                    /* eventfd: the thread's stop */
+    void *thread;                   /* pthread_t, allocated */
+    struct gw_upstream *stats_next; /* the groups a scrape shows (upmetrics.c) */
+    bool stats_listed;
 };
 
 /* "upstream NAME { ... }": 0 or -EINVAL with err ("FILE:LINE: KEY: ..."). */
@@ -96,5 +106,33 @@ int gw_pool_take(struct gw_upstream *up, unsigned worker, unsigned i);
 /* Gives a connection back (closed when the pool is full or off). */
 void gw_pool_put(struct gw_upstream *up, unsigned worker, unsigned i, int fd);
 
+/* upmetrics.c: a group built whole joins the groups the metrics show (it
+ * leaves when freed); an attempt on server i that failed or was answered
+ * (gw_failed, gw_succeeded count them); an answer's time in ms (the
+ * handler, after its response's head came). Cheap, and nothing while
+ * metrics are off. */
+void gw_stats_register(struct gw_upstream *up);
+void gw_stats_unregister(struct gw_upstream *up);
+void gw_stats_attempt(struct gw_upstream *up, unsigned i, bool failed);
+void gw_stats_answer(struct gw_upstream *up, int i, int64_t ms);
+
 /* A 64-bit hash of bytes (FNV-1a with a final mix). */
 uint64_t gw_hash(const void *p, size_t len);
+
+/* A worker keeps one ended job of each kind (a proxied request's, a
+ * FastCGI request's) with its buffers for its next request of that kind:
+ * no malloc/free of them per request. What a worker keeps is freed at the
+ * thread's end. */
+enum gw_spare_kind { GW_SPARE_PROXY, GW_SPARE_FCGI, GW_SPARE_KINDS };
+struct gw_spare {
+    enum gw_spare_kind kind;
+    size_t size;                 /* sizeof the job */
+    size_t buf_at, buf_len;      /* offsetof its buffer pointer (char *), the buffer's size */
+    void (*free_job)(void *job); /* frees the job and all it holds */
+};
+/* The worker's kept job of s's kind, as it was left, or a new one (zeroed
+ * but for its buffer); NULL when out of memory. */
+void *gw_spare_get(const struct gw_spare *s);
+/* Keeps job for the worker's next gw_spare_get() if keep is true and the
+ * worker keeps none of its kind; frees it otherwise. */
+void gw_spare_put(const struct gw_spare *s, void *job, bool keep);

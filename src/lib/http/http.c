@@ -8,6 +8,8 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include "base/log.h"
@@ -208,7 +210,8 @@ static inline void expect_continue(struct colibri_request *req)
 
 /* One answered request into the worker's counters (metrics on): a few
  * loads and stores, inline. */
-static inline void count(const struct colibri_request *req, const struct colibri_response *resp)
+static inline __attribute__((always_inline)) void
+count(const struct colibri_request *req, const struct colibri_response *resp, bool h1)
 {
     struct http_metrics *m = &req->hw->metrics;
     unsigned st = (unsigned)resp->final_status - 100;
@@ -224,6 +227,8 @@ static inline void count(const struct colibri_request *req, const struct colibri
     uint64_t ns = conn_worker_of(req->ctx)->mono_ns - req->t0_ns;
     http_metrics_bump(&m->duration[http_metrics_bucket(ns)], 1);
     http_metrics_bump(&m->duration_ns, ns);
+    if (!h1) /* an HTTP/2 stream: its connection is counted as one */
+        return;
     if (req->hc->counted) {
         http_metrics_bump(&m->reused, 1);
     } else {
@@ -232,8 +237,51 @@ static inline void count(const struct colibri_request *req, const struct colibri
     }
 }
 
+void http_metrics_count(const struct colibri_request *req, const struct colibri_response *resp)
+{
+    count(req, resp, false);
+}
+
 /* One request, head already parsed. Returns false when the connection
  * must close. */
+/* Whether the comma-separated list v names token (case-insensitive). */
+static bool list_has(struct view v, const char *token)
+{
+    size_t tl = strlen(token), i = 0;
+    while (i < v.len) {
+        while (i < v.len && (v.p[i] == ',' || v.p[i] == ' ' || v.p[i] == '\t'))
+            i++;
+        size_t start = i;
+        while (i < v.len && v.p[i] != ',' && v.p[i] != ' ' && v.p[i] != '\t')
+            i++;
+        if (i - start == tl && !strncasecmp(v.p + start, token, tl))
+            return true;
+    }
+    return false;
+}
+
+/* Whether a request with Connection: upgrade asks for h2c where its
+ * listener takes it (h2c_upgrade = true): Upgrade: h2c, one
+ * HTTP2-Settings, Connection naming it, and no body (RFC 7540 3.2 lets a
+ * server ignore the upgrade: a request with a body is served as HTTP/1.1,
+ * so that its body never has to be read before the switch). */
+static __attribute__((noinline)) bool h2c_upgrade_wanted(struct conn_ctx *ctx,
+                                                         const struct http_config *cfg,
+                                                         const struct http_head *head)
+{
+    unsigned i = conn_listener(ctx);
+    struct view v;
+    if (!(head->flags & HTTP_F_CONN_UPGRADE) || !cfg->h2c_upgrade || !cfg->h2_upgrade ||
+        i >= cfg->n_proxy_protocol || !cfg->h2c_upgrade[i] || ctx->tls ||
+        head->version_minor != 1 || (head->flags & HTTP_F_CHUNKED) || head->content_length > 0)
+        return false;
+    if (!http_header_find(head->headers, "Upgrade", 7, &v) || !list_has(v, "h2c"))
+        return false;
+    if (!http_header_find(head->headers, "Connection", 10, &v) || !list_has(v, "HTTP2-Settings"))
+        return false;
+    return http_header_find_sole(head->headers, "HTTP2-Settings", 14, &v);
+}
+
 static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worker *hw,
                    struct http_head *head, size_t head_len)
 {
@@ -261,11 +309,25 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
                                           : (head->flags & HTTP_F_CONN_KEEP_ALIVE);
     if (!keep_alive)
         hc->closing = true;
-    if (head->flags & HTTP_F_CHUNKED) {
-        req.body_kind = BODY_CHUNKED;
-        hc->chunked = (struct http_chunked){0};
-        hc->bs = (struct http_body_state){0};
-        expect_continue(&req);
+    /* one test for the rare ones (the same count of instructions as
+     * HTTP_F_CHUNKED's alone): a chunked body, a Connection: upgrade */
+    if (unlikely(head->flags & (HTTP_F_CHUNKED | HTTP_F_CONN_UPGRADE))) {
+        if (h2c_upgrade_wanted(ctx, hw->cfg, head)) {
+            hc->resp = NULL;
+            hc->h2c_up = true;
+            return false;
+        }
+        if (head->flags & HTTP_F_CHUNKED) {
+            req.body_kind = BODY_CHUNKED;
+            hc->chunked = (struct http_chunked){0};
+            hc->bs = (struct http_body_state){0};
+            expect_continue(&req);
+        } else if (head->content_length > 0) {
+            req.body_kind = BODY_LENGTH;
+            req.body_left = (uint64_t)head->content_length;
+            hc->bs = (struct http_body_state){0};
+            expect_continue(&req);
+        }
     } else if (head->content_length > 0) {
         req.body_kind = BODY_LENGTH;
         req.body_left = (uint64_t)head->content_length;
@@ -294,7 +356,7 @@ static bool handle(struct conn_ctx *ctx, struct http_conn *hc, struct http_worke
     if (req.log)
         http_access_log(&req, &resp);
     if (unlikely(atomic_load_explicit(&http_metrics_on, memory_order_relaxed)))
-        count(&req, &resp);
+        count(&req, &resp, true);
     hc->resp = NULL; /* logged: nothing left for abandon() */
     if (ctx->out.len >= OUT_FLUSH_AT)
         conn_flush(ctx);
@@ -396,7 +458,7 @@ static enum conn_verdict run(struct conn_ctx *ctx)
     hc->closing = hc->lingering = hc->mid_request = hc->after_proxy_hdr = false;
     hc->resp = NULL;
     if (ctx->fresh)
-        hc->counted = false;
+        hc->counted = hc->local_known = false;
     bool first = true; /* no request came in this run yet */
     /* HTTP/2 over TLS: ALPN chose it in the handshake that just ended */
     if (unlikely(ctx->tls != NULL) && ctx->fresh && hw->cfg->h2_run && conn_tls_alpn_is(ctx, "h2"))
@@ -421,8 +483,13 @@ static enum conn_verdict run(struct conn_ctx *ctx)
             break;
         }
         first = false;
-        if (!handle(ctx, hc, hw, &head, (size_t)r))
+        if (!handle(ctx, hc, hw, &head, (size_t)r)) {
+            if (unlikely(hc->h2c_up)) { /* 101, then HTTP/2 with this as stream 1 */
+                hc->h2c_up = false;
+                return hw->cfg->h2_upgrade(ctx, &head);
+            }
             break;
+        }
     }
     hc->mid_request = false;
     if (!hc->closing)

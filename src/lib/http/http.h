@@ -74,6 +74,11 @@ struct http_config {
      * none does), and the settings it advertises */
     enum conn_verdict (*h2_run)(struct conn_ctx *ctx);
     const bool *http2_off;
+    /* `Upgrade: h2c` (RFC 7540 3.2): by listener index whether a listener
+     * takes it (h2c_upgrade = true; NULL: none does), and the run that
+     * answers 101 and the request as stream 1 (http2/h2.h) */
+    const bool *h2c_upgrade;
+    enum conn_verdict (*h2_upgrade)(struct conn_ctx *ctx, const struct http_head *head);
     uint32_t h2_max_streams;     /* SETTINGS_MAX_CONCURRENT_STREAMS */
     size_t h2_window;            /* SETTINGS_INITIAL_WINDOW_SIZE, and the connection's */
     size_t ws_memory_max;        /* WebSocket messages being read, per worker: beyond, 1013 */

@@ -22,6 +22,68 @@ static pthread_mutex_t workers_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct http_worker *workers; /* linked by metrics_next */
 static time_t start_time;
 static _Atomic uint64_t reloads[2]; /* failed, ok */
+_Atomic uint64_t http_metrics_sub_drops;
+
+#define SOURCES_MAX 8
+static struct source {
+    int (*render)(struct strbuf *out);
+    void (*on)(void);
+} sources[SOURCES_MAX];
+static unsigned n_sources; /* under workers_lock */
+
+void http_metrics_source(int (*render)(struct strbuf *out), void (*on)(void))
+{
+    bool call = false;
+    pthread_mutex_lock(&workers_lock);
+    unsigned i = 0;
+    while (i < n_sources && sources[i].render != render)
+        i++;
+    if (i == n_sources && i < SOURCES_MAX) {
+        sources[n_sources++] = (struct source){render, on};
+        call = on && atomic_load(&http_metrics_on);
+    }
+    pthread_mutex_unlock(&workers_lock);
+    if (call)
+        on();
+}
+
+void http_metrics_enable(void)
+{
+    if (atomic_exchange(&http_metrics_on, true))
+        return;
+    pthread_mutex_lock(&workers_lock);
+    struct source s[SOURCES_MAX];
+    unsigned n = n_sources;
+    memcpy(s, sources, sizeof(s));
+    pthread_mutex_unlock(&workers_lock);
+    for (unsigned i = 0; i < n; i++)
+        if (s[i].on)
+            s[i].on();
+}
+
+static void stream_ended(void *counter)
+{
+    http_metrics_bump(counter, 1);
+}
+
+int http_metrics_stream(struct colibri_request *req, enum http_metrics_stream k)
+{
+    struct http_metrics *m = &req->hw->metrics;
+    if (colibri_defer(req, stream_ended, &m->ended[k]) < 0)
+        return -ENOMEM;
+    http_metrics_bump(&m->opened[k], 1);
+    return 0;
+}
+
+void http_metrics_begin(struct http_worker *hw, enum http_metrics_stream k)
+{
+    http_metrics_bump(&hw->metrics.opened[k], 1);
+}
+
+void http_metrics_end(struct http_worker *hw, enum http_metrics_stream k)
+{
+    http_metrics_bump(&hw->metrics.ended[k], 1);
+}
 
 void http_metrics_reloaded(bool ok)
 {
@@ -101,11 +163,49 @@ static long rss_bytes(void)
     return rss < 0 ? -1 : rss * sysconf(_SC_PAGESIZE);
 }
 
+static const struct {
+    const char *name, *help;
+} stream_names[HTTP_METRICS_STREAM_KINDS] = {
+    [HTTP_METRICS_WS] = {"colibri_websockets_open", "WebSocket connections open."},
+    [HTTP_METRICS_SSE] = {"colibri_sse_streams_open", "Server-sent event streams open."},
+    [HTTP_METRICS_SUB] = {"colibri_channel_subscribers", "Channel (publish/subscribe) "
+                                                         "subscribers."},
+    [HTTP_METRICS_H2_CONN] = {"colibri_http2_connections_open", "HTTP/2 connections open."},
+    [HTTP_METRICS_H2_STREAM] = {"colibri_http2_streams_open", "HTTP/2 streams open."},
+};
+
+static int render_conns(struct conn_ctx *ctx, struct strbuf *out)
+{
+    struct conn_stats cs;
+    conn_stats(ctx, &cs);
+    return strbuf_printf(
+        out,
+        "# HELP colibri_connections_accepted_total Connections accepted.\n"
+        "# TYPE colibri_connections_accepted_total counter\n"
+        "colibri_connections_accepted_total %llu\n"
+        "# HELP colibri_connections_handled_total Connections accepted and not refused at once "
+        "(out of file descriptors, a stop).\n"
+        "# TYPE colibri_connections_handled_total counter\n"
+        "colibri_connections_handled_total %llu\n"
+        "# HELP colibri_connections_active Connections open, in every state.\n"
+        "# TYPE colibri_connections_active gauge\n"
+        "colibri_connections_active %llu\n"
+        "# HELP colibri_connections Open connections by state: reading a request, writing "
+        "(a request at work or its answer), waiting (idle between requests).\n"
+        "# TYPE colibri_connections gauge\n"
+        "colibri_connections{state=\"reading\"} %llu\n"
+        "colibri_connections{state=\"writing\"} %llu\n"
+        "colibri_connections{state=\"waiting\"} %llu\n",
+        (unsigned long long)cs.accepted, (unsigned long long)cs.handled,
+        (unsigned long long)cs.active, (unsigned long long)cs.reading,
+        (unsigned long long)cs.writing, (unsigned long long)cs.waiting);
+}
+
 int http_metrics_render(const struct colibri_request *req, struct strbuf *out)
 {
     static struct http_metrics sum; /* under workers_lock */
     const struct http_config *cfg = req->cfg;
-    int r = 0;
+    int r = render_conns(req->ctx, out); /* first: it waits for the workers */
     pthread_mutex_lock(&workers_lock);
     memset(&sum, 0, sizeof(sum));
     for (const struct http_worker *w = workers; w; w = w->metrics_next) {
@@ -121,9 +221,40 @@ int http_metrics_render(const struct colibri_request *req, struct strbuf *out)
         sum.duration_ns += get(&m->duration_ns);
         sum.connections += get(&m->connections);
         sum.reused += get(&m->reused);
+        for (unsigned k = 0; k < HTTP_METRICS_STREAM_KINDS; k++) {
+            sum.opened[k] += get(&m->opened[k]);
+            sum.ended[k] += get(&m->ended[k]);
+        }
     }
     time_t started = start_time;
+    struct source srcs[SOURCES_MAX];
+    unsigned n_srcs = n_sources;
+    memcpy(srcs, sources, sizeof(srcs));
     pthread_mutex_unlock(&workers_lock);
+
+    for (unsigned k = 0; k < HTTP_METRICS_STREAM_KINDS; k++) {
+        /* read apart: an end may be summed and its beginning not */
+        uint64_t open = sum.opened[k] > sum.ended[k] ? sum.opened[k] - sum.ended[k] : 0;
+        r |= strbuf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %llu\n", stream_names[k].name,
+                           stream_names[k].help, stream_names[k].name, stream_names[k].name,
+                           (unsigned long long)open);
+    }
+    r |= strbuf_printf(out,
+                       "# HELP colibri_http2_streams_total HTTP/2 streams begun.\n"
+                       "# TYPE colibri_http2_streams_total counter\n"
+                       "colibri_http2_streams_total %llu\n"
+                       "# HELP colibri_http2_connections_total HTTP/2 connections begun.\n"
+                       "# TYPE colibri_http2_connections_total counter\n"
+                       "colibri_http2_connections_total %llu\n"
+                       "# HELP colibri_channel_subscribers_dropped_total Channel subscribers "
+                       "dropped (too far behind, or out of memory).\n"
+                       "# TYPE colibri_channel_subscribers_dropped_total counter\n"
+                       "colibri_channel_subscribers_dropped_total %llu\n",
+                       (unsigned long long)sum.opened[HTTP_METRICS_H2_STREAM],
+                       (unsigned long long)sum.opened[HTTP_METRICS_H2_CONN],
+                       (unsigned long long)atomic_load(&http_metrics_sub_drops));
+    for (unsigned i = 0; i < n_srcs; i++)
+        r |= srcs[i].render(out);
 
     r |= strbuf_append_str(out, "# HELP colibri_http_requests_total Requests answered, by site, "
                                 "status class and method.\n"

@@ -50,6 +50,10 @@ enum http_head_flags {
     /* not the parser's: the head of an HTTP/2 stream (http2/), built from
      * its fields as if parsed (version_minor 1) */
     HTTP_F_H2 = 1u << 9,
+    /* an HTTP/2 extended CONNECT for a WebSocket (RFC 8441): routed as a
+     * GET (method COLIBRI_GET, method_str "CONNECT"), for
+     * colibri_ws_upgrade() to take */
+    HTTP_F_WS_CONNECT = 1u << 10,
 };
 
 struct http_limits {

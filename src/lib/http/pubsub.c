@@ -26,6 +26,7 @@
 
 #include "base/log.h"
 #include "http/pubsub.h"
+#include "http/metrics.h"
 #include "http/request.h"
 #include "rt/conn.h"
 
@@ -147,6 +148,7 @@ static void drop(struct colibri_sub *sub, bool full)
     unlink_sub(sub);
     release_queue(sub);
     atomic_fetch_add_explicit(&sub->ch->dropped, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&http_metrics_sub_drops, 1, memory_order_relaxed);
     if (full)
         LOG_LIMITED(LOG_WARN, "channel subscriber %s dropped: %u messages behind", addr,
                     sub->ch->queue_max);
@@ -326,6 +328,7 @@ int colibri_channel_subscribe(struct colibri_request *req, struct colibri_channe
     s->subs = sub;
     if (colibri_defer(req, sub_free, sub) < 0)
         return -ENOMEM; /* it ran already */
+    http_metrics_stream(req, HTTP_METRICS_SUB);
     *out = sub;
     return 0;
 }

@@ -121,8 +121,19 @@ struct http_conn {
     const struct http_filters *filters;
     const char *user;
     bool counted; /* metrics: a request of it was counted already */
-    void *h2;     /* an HTTP/2 connection's state (http2/h2.h), or NULL */
+    /* the connection's own address (getsockname), once a handler asked
+     * for it with http_local_addr() */
+    bool local_known;
+    struct conn_peer local;
+    bool h2c_up; /* handle() took an `Upgrade: h2c`: run() hands the head to h2_upgrade */
+    void *h2;    /* an HTTP/2 connection's state (http2/h2.h), or NULL */
 };
+/* The address and port the connection came to (family 0 if unknown): one
+ * getsockname() per connection. */
+const struct conn_peer *http_local_addr(struct colibri_request *req);
+/* The address of peer as text in buf (len >= 46 for IPv6): 0, -ENOTCONN
+ * (not an IP address), or -errno. */
+int http_peer_str(const struct conn_peer *peer, char *buf, size_t len);
 /* The user an auth filter let in, or NULL. */
 #define HTTP_REQ_USER(req) ((req)->filtered ? (req)->hc->user : NULL)
 
@@ -171,6 +182,7 @@ struct colibri_response {
     int final_status;    /* the status that went out (for the access log) */
     uint64_t body_bytes; /* body bytes sent (for the access log) */
     bool interrupted;    /* the connection was cut before the answer was whole */
+    bool sse_counted;    /* an event stream, counted open (http_metrics_stream) */
     /* header lines written before hc->hdrs without being copied there
      * first: for a caller whose lines outlive the writing of the head
      * (serve_files' precomputed ones, while it holds the cache entry) */

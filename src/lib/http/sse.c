@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "http/request.h"
+#include "http/metrics.h"
 
 /* A field value that a line break would cut short (or a NUL that clients
  * drop an id for). */
@@ -48,8 +49,10 @@ int colibri_resp_send_event_ex(struct colibri_response *resp, const struct colib
     struct strbuf *ev = &resp->req->hc->body;
     if (!one_line(e->event) || !one_line(e->id))
         return -EINVAL;
-    if (!resp->streaming)
+    if (!resp->streaming && !resp->sse_counted) {
         resp->mime = "text/event-stream";
+        resp->sse_counted = http_metrics_stream(resp->req, HTTP_METRICS_SSE) == 0;
+    }
     strbuf_reset(ev);
     int err = 0;
     if (e->event)
@@ -73,8 +76,10 @@ int colibri_resp_send_event(struct colibri_response *resp, const char *event, co
 int colibri_resp_send_comment(struct colibri_response *resp, const char *text)
 {
     struct strbuf *ev = &resp->req->hc->body;
-    if (!resp->streaming)
+    if (!resp->streaming && !resp->sse_counted) {
         resp->mime = "text/event-stream";
+        resp->sse_counted = http_metrics_stream(resp->req, HTTP_METRICS_SSE) == 0;
+    }
     strbuf_reset(ev);
     int err = lines(ev, ":", 1, text ? text : "", text ? strlen(text) : 0);
     return send_built(resp, ev, err);

@@ -18,6 +18,7 @@
 #include "base/base64.h"
 #include "base/sha1.h"
 #include "http/pubsub.h"
+#include "http/metrics.h"
 #include "http/request.h"
 #include "http/ws_deflate.h"
 #include "http/ws_frame.h"
@@ -185,15 +186,11 @@ static void write_101(struct colibri_ws *ws, const char *accept, const char *ext
     strbuf_append(out, "\r\n", 2);
 }
 
-int colibri_ws_upgrade(struct colibri_request *req, struct colibri_response *resp,
-                       const struct colibri_ws_options *opt, struct colibri_ws **out)
+/* The HTTP/1.1 handshake's checks: 0 and the Sec-WebSocket-Accept value
+ * in accept, or the status that refuses it. */
+static int check_http1(struct colibri_request *req, struct colibri_response *resp, char *accept)
 {
     struct colibri_str v, key;
-    *out = NULL;
-    if (resp->streaming || resp->sent)
-        return 500;
-    if (req->fr) /* an HTTP/2 stream: no RFC 8441 extended CONNECT (yet) */
-        return 501;
     if (!colibri_req_header(req, "Upgrade", &v) || !has_token(v, "websocket")) {
         colibri_resp_header(resp, "Upgrade", "websocket");
         colibri_resp_header(resp, "Sec-WebSocket-Version", "13");
@@ -219,12 +216,41 @@ int colibri_ws_upgrade(struct colibri_request *req, struct colibri_response *res
 
     struct sha1 s;
     uint8_t digest[SHA1_LEN];
-    char accept[BASE64_LEN(SHA1_LEN) + 1];
     sha1_init(&s);
     sha1_update(&s, key.p, key.len);
     sha1_update(&s, GUID, sizeof(GUID) - 1);
     sha1_final(&s, digest);
     base64_encode(digest, SHA1_LEN, accept);
+    return 0;
+}
+
+/* An HTTP/2 stream's handshake (RFC 8441): an extended CONNECT with
+ * :protocol websocket (the stream's head says HTTP_F_WS_CONNECT), no key;
+ * 0, or the status that refuses it. */
+static int check_http2(struct colibri_request *req, struct colibri_response *resp)
+{
+    struct colibri_str v;
+    if (!(req->head->flags & HTTP_F_WS_CONNECT)) /* a GET: HTTP/2 has no Upgrade */
+        return 400;
+    if (!colibri_req_header(req, "Sec-WebSocket-Version", &v) || v.len != 2 ||
+        memcmp(v.p, "13", 2)) {
+        colibri_resp_header(resp, "Sec-WebSocket-Version", "13");
+        return 400;
+    }
+    return 0;
+}
+
+int colibri_ws_upgrade(struct colibri_request *req, struct colibri_response *resp,
+                       const struct colibri_ws_options *opt, struct colibri_ws **out)
+{
+    struct colibri_str v;
+    char accept[BASE64_LEN(SHA1_LEN) + 1];
+    *out = NULL;
+    if (resp->streaming || resp->sent)
+        return 500;
+    int status = req->fr ? check_http2(req, resp) : check_http1(req, resp, accept);
+    if (status)
+        return status;
 
     struct colibri_ws *ws = calloc(1, sizeof(*ws));
     if (!ws)
@@ -258,13 +284,21 @@ int colibri_ws_upgrade(struct colibri_request *req, struct colibri_response *res
      * readable) */
     if (http_pin_head(req) < 0)
         return 500;
-    write_101(ws, accept, deflate ? ext : NULL);
+    if (req->fr) {
+        /* RFC 8441: a 200 opens the stream's tunnel; frames go as DATA */
+        if (deflate)
+            colibri_resp_header(resp, "Sec-WebSocket-Extensions", ext);
+        req->fr->head(req, resp, 200, -1, NULL);
+    } else {
+        write_101(ws, accept, deflate ? ext : NULL);
+    }
     /* the connection is the handler's now: no HTTP answer follows, and
      * none after it (a timeout while a frame is half read gets no 408) */
     resp->sent = true;
-    resp->final_status = 101;
+    resp->final_status = req->fr ? 200 : 101;
     req->hc->closing = true;
     req->hc->mid_request = false;
+    http_metrics_stream(req, HTTP_METRICS_WS);
     *out = ws;
     return 0;
 }

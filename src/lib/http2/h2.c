@@ -7,8 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/base64.h"
 #include "base/log.h"
+#include "http/fields.h"
 #include "http/request.h"
+#include "http/metrics.h"
 #include "http2/stream.h"
 
 bool h2_is_preface(const char *p, size_t len)
@@ -59,15 +62,12 @@ static int on_begin_frame(nghttp2_session *s, const nghttp2_frame_hd *hd, void *
     return 0;
 }
 
-static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *user)
+static struct h2_stream *stream_new(nghttp2_session *s, struct h2_conn *c, int32_t id)
 {
-    struct h2_conn *c = user;
-    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
-        return 0;
     struct h2_stream *st = calloc(1, sizeof(*st));
     if (!st)
-        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    st->id = f->hd.stream_id;
+        return NULL;
+    st->id = id;
     st->c = c;
     st->content_length = -1;
     st->next = c->streams;
@@ -75,7 +75,18 @@ static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *us
         c->streams->prev = st;
     c->streams = st;
     c->n_streams++;
+    http_metrics_begin(conn_worker_state(c->ctx), HTTP_METRICS_H2_STREAM);
     nghttp2_session_set_stream_user_data(s, st->id, st);
+    return st;
+}
+
+static int on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *user)
+{
+    struct h2_conn *c = user;
+    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    if (!stream_new(s, c, f->hd.stream_id))
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     return 0;
 }
 
@@ -286,6 +297,9 @@ nghttp2_session *h2_session_new(struct h2_conn *c)
     nghttp2_option_set_stream_reset_rate_limit(opt, H2_RESET_BURST, H2_RESET_RATE);
     nghttp2_option_set_max_continuations(opt, H2_MAX_CONTINUATIONS);
     nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
+    /* RFC 9218's PRIORITY_UPDATE, handled by nghttp2 itself (once
+     * SETTINGS_NO_RFC7540_PRIORITIES = 1 is sent: submit_settings()) */
+    nghttp2_option_set_builtin_recv_extension_type(opt, NGHTTP2_PRIORITY_UPDATE);
     nghttp2_mem mem = {c, mem_malloc, mem_free, mem_calloc, mem_realloc};
     c->creating = true;
     if (nghttp2_session_server_new3(&s, cb, c, opt, &mem))
@@ -332,10 +346,13 @@ static void conn_free(void *arg)
     nghttp2_session_del(c->s);
     struct http_conn *hc = conn_state(c->ctx);
     hc->h2 = NULL;
+    http_metrics_end(conn_worker_state(c->ctx), HTTP_METRICS_H2_CONN);
     free(c);
 }
 
-enum conn_verdict h2_run(struct conn_ctx *ctx)
+/* The connection's HTTP/2 state and its SETTINGS queued; NULL when that
+ * failed (the connection closes). */
+static struct h2_conn *h2_conn_new(struct conn_ctx *ctx)
 {
     struct http_conn *hc = conn_state(ctx);
     struct http_worker *hw = conn_worker_state(ctx);
@@ -343,7 +360,7 @@ enum conn_verdict h2_run(struct conn_ctx *ctx)
     hc->mid_request = false;
     struct h2_conn *c = calloc(1, sizeof(*c));
     if (!c)
-        return CONN_CLOSE;
+        return NULL;
     c->ctx = ctx;
     c->cfg = cfg;
     c->use_sendfile = !conn_is_secure(ctx);
@@ -351,19 +368,180 @@ enum conn_verdict h2_run(struct conn_ctx *ctx)
     c->provoked_ms = conn_now_ms(ctx);
     if (!(c->s = h2_session_new(c))) {
         free(c);
-        return CONN_CLOSE;
+        return NULL;
     }
     hc->h2 = c;
     /* freed however the connection ends (its streams are ended first) */
     if (coro_defer(ctx->coro, conn_free, c) < 0)
-        return CONN_CLOSE;
+        return NULL;
+    http_metrics_begin(hw, HTTP_METRICS_H2_CONN);
+    return c;
+}
+
+/* Our SETTINGS (the server's preface). rfc9218: the client sent
+ * SETTINGS_NO_RFC7540_PRIORITIES = 1, and ours say it too: nghttp2 (>=
+ * 1.49) then schedules DATA by RFC 9218 priorities (the `priority` field,
+ * PRIORITY_UPDATE frames: urgency first, then incremental round robin).
+ * Otherwise RFC 7540's scheme stays, for clients that speak it: once the
+ * setting is sent nghttp2 ignores PRIORITY frames and forgets closed
+ * streams, so late frames on them (h2spec's checks) go unanswered. */
+static int submit_settings(struct h2_conn *c, bool rfc9218)
+{
+    const struct http_config *cfg = c->cfg;
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, cfg->h2_max_streams},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, (uint32_t)cfg->h2_window},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)cfg->limits.max_head},
+        /* RFC 8441: WebSockets over streams (extended CONNECT) */
+        {NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1},
+        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
     };
-    if (nghttp2_submit_settings(c->s, NGHTTP2_FLAG_NONE, iv, N_ELEMENTS(iv)) ||
+    if (nghttp2_submit_settings(c->s, NGHTTP2_FLAG_NONE, iv, N_ELEMENTS(iv) - !rfc9218) ||
         nghttp2_session_set_local_window_size(c->s, NGHTTP2_FLAG_NONE, 0, (int32_t)cfg->h2_window))
+        return -1;
+    return 0;
+}
+
+/* What the client's connection preface, at p, says of RFC 9218: 1 when
+ * its SETTINGS has NO_RFC7540_PRIORITIES = 1, 0 when not (or when it is
+ * no preface and SETTINGS: nghttp2 judges that), -1 while incomplete. */
+static int client_rfc9218(const uint8_t *p, size_t n)
+{
+    if (memcmp(p, H2_PREFACE, MIN(n, (size_t)H2_PREFACE_LEN)))
+        return 0;
+    if (n < H2_PREFACE_LEN + 9)
+        return -1;
+    const uint8_t *h = p + H2_PREFACE_LEN;
+    size_t len = (size_t)h[0] << 16 | (size_t)h[1] << 8 | h[2];
+    if (h[3] != NGHTTP2_SETTINGS || (h[4] & NGHTTP2_FLAG_ACK) || len > 16384 || len % 6)
+        return 0;
+    if (n < H2_PREFACE_LEN + 9 + len)
+        return -1;
+    int r = 0;
+    for (size_t i = 0; i < len; i += 6) {
+        const uint8_t *e = h + 9 + i;
+        if ((e[0] << 8 | e[1]) == NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES)
+            r = !e[2] && !e[3] && !e[4] && e[5] == 1;
+    }
+    return r;
+}
+
+static enum conn_verdict h2_loop(struct h2_conn *c);
+
+enum conn_verdict h2_run(struct conn_ctx *ctx)
+{
+    struct h2_conn *c = h2_conn_new(ctx);
+    return c ? h2_loop(c) : CONN_CLOSE;
+}
+
+/* The HTTP2-Settings field: base64url without padding (RFC 7540 3.2.1)
+ * into out (room for len * 3 / 4 + 3): its length, or -1. */
+static ssize_t settings_decode(struct view v, uint8_t *out, char *tmp)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < v.len; i++) {
+        char ch = v.p[i];
+        if (ch == '=' || ch == '+' || ch == '/')
+            return -1; /* not base64url */
+        tmp[n++] = ch == '-' ? '+' : ch == '_' ? '/' : ch;
+    }
+    while (n % 4)
+        tmp[n++] = '=';
+    return base64_decode(tmp, n, out);
+}
+
+/* The request's head fields, as stream 1's (the HTTP/1.1 ones that say
+ * how to upgrade are dropped; names lowercased, as HTTP/2's are). */
+static void upgrade_fields(struct h2_stream *st, const struct http_head *head)
+{
+    h2_stream_header(st, ":method", 7, head->method_str.p, head->method_str.len);
+    h2_stream_header(st, ":path", 5, head->target.p, head->target.len);
+    static const char *const drop[] = {"connection", "upgrade",          "http2-settings",
+                                       "keep-alive", "proxy-connection", "transfer-encoding",
+                                       "te"};
+    const char *p = head->headers.p, *end = p + head->headers.len;
+    char name[128];
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        const char *le = eol ? eol : end;
+        const char *colon = memchr(p, ':', (size_t)(le - p));
+        if (colon && colon > p) {
+            size_t nl = (size_t)(colon - p);
+            const char *vs = colon + 1, *ve = le;
+            while (vs < ve && (*vs == ' ' || *vs == '\t'))
+                vs++;
+            while (ve > vs && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t'))
+                ve--;
+            if (nl >= sizeof(name)) {
+                st->bad = true;
+            } else {
+                bool keep = true;
+                for (size_t i = 0; i < nl; i++)
+                    name[i] = (char)(p[i] >= 'A' && p[i] <= 'Z' ? p[i] + 32 : p[i]);
+                for (size_t i = 0; i < N_ELEMENTS(drop) && keep; i++)
+                    keep = !(strlen(drop[i]) == nl && !memcmp(drop[i], name, nl));
+                if (keep)
+                    h2_stream_header(st, name, nl, vs, (size_t)(ve - vs));
+            }
+        }
+        p = eol ? eol + 1 : end;
+    }
+}
+
+enum conn_verdict h2_upgrade(struct conn_ctx *ctx, const struct http_head *head)
+{
+    struct view v;
+    if (!http_header_find_sole(head->headers, "HTTP2-Settings", 14, &v) || v.len > 1024)
+        return CONN_CLOSE; /* handle() checked it */
+    uint8_t payload[1024];
+    char tmp[1024 + 4];
+    ssize_t plen = settings_decode(v, payload, tmp);
+    if (plen < 0 || plen % 6) {
+        /* no SETTINGS payload: the upgrade is refused (RFC 7540 3.2.1) */
+        http_send_error(ctx, 400);
+        return CONN_CLOSE;
+    }
+    struct h2_conn *c = h2_conn_new(ctx);
+    if (!c)
+        return CONN_CLOSE;
+    if (nghttp2_session_upgrade2(c->s, payload, (size_t)plen, head->method == COLIBRI_HEAD, NULL)) {
+        http_send_error(ctx, 400);
+        return CONN_CLOSE;
+    }
+    struct h2_stream *st = stream_new(c->s, c, 1);
+    if (!st)
+        return CONN_CLOSE;
+    c->max_id = 1;
+    upgrade_fields(st, head);
+    st->head_done = st->no_body = st->req_end = true;
+    h2_stream_ready(st);
+    /* the 101 goes first, then the server's preface (SETTINGS) and stream
+     * 1's answer; what the client sent after the head is its preface */
+    static const char sw[] = "HTTP/1.1 101 Switching Protocols\r\n"
+                             "Connection: Upgrade\r\n"
+                             "Upgrade: h2c\r\n\r\n";
+    if (strbuf_append(&ctx->out, sw, sizeof(sw) - 1) < 0)
+        return CONN_CLOSE;
+    return h2_loop(c);
+}
+
+static enum conn_verdict h2_loop(struct h2_conn *c)
+{
+    struct conn_ctx *ctx = c->ctx;
+    /* the client's preface and first SETTINGS decide ours: read until
+     * they are in (after a 101, the client sends them once it has it) */
+    int rfc9218;
+    while ((rfc9218 = client_rfc9218((const uint8_t *)ctx->in + ctx->in_pos,
+                                     ctx->in_len - ctx->in_pos)) < 0) {
+        if (ctx->in_len == ctx->in_cap && ctx->in_pos)
+            conn_compact(ctx);
+        if (ctx->in_len == ctx->in_cap)
+            break;
+        conn_flush(ctx);
+        if (conn_read(ctx, false) <= 0)
+            return CONN_CLOSE;
+    }
+    if (submit_settings(c, rfc9218 == 1) < 0)
         return CONN_CLOSE;
 
     /* what came with the preface */

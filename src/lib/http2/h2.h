@@ -29,3 +29,10 @@ bool h2_is_preface(const char *p, size_t len);
  * connection ends (CONN_LINGER). Its state (struct http_conn) is the HTTP
  * layer's; its settings come from the worker's http_config. */
 enum conn_verdict h2_run(struct conn_ctx *ctx);
+
+struct http_head;
+/* An HTTP/1.1 request on a plain connection that asked for `Upgrade: h2c`
+ * (its head in ctx->in, what follows it from in_pos): answers 101, then
+ * runs the connection as HTTP/2 with the request as stream 1 (RFC 7540
+ * 3.2). A bad HTTP2-Settings field gets a 400 and the connection closes. */
+enum conn_verdict h2_upgrade(struct conn_ctx *ctx, const struct http_head *head);

@@ -8,10 +8,12 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "base/itoa.h"
 #include "base/log.h"
+#include "http/metrics.h"
 #include "http/access_log.h"
 #include "http/request.h"
 
@@ -58,7 +60,11 @@ void h2_stream_header(struct h2_stream *st, const char *name, size_t nlen, const
             keep_pseudo(st, &st->path_off, &st->path_len, &st->has_path, value, vlen);
         else if (name_is(name, nlen, ":authority"))
             keep_pseudo(st, &st->auth_off, &st->auth_len, &st->has_auth, value, vlen);
-        return; /* :scheme (nghttp2 checked it), :protocol */
+        else if (name_is(name, nlen, ":protocol")) {
+            st->has_protocol = true; /* nghttp2 allows it on a CONNECT alone */
+            st->protocol_ws = vlen == 9 && !strncasecmp(value, "websocket", 9);
+        }
+        return; /* :scheme (nghttp2 checked it) */
     }
     int r = 0;
     if (name_is(name, nlen, "cookie")) {
@@ -105,9 +111,15 @@ static enum colibri_method method_of(struct view m, bool *known)
     return COLIBRI_GET;
 }
 
+/* A WebSocket's extended CONNECT (RFC 8441) reads as a GET with this
+ * field, as an HTTP/1.1 upgrade would. */
+static const char WS_UPGRADE_LINE[] = "upgrade: websocket\r\n";
+
 int h2_build_head(struct h2_stream *st, struct arena *ar, struct http_head *h)
 {
-    size_t total = st->lines.len + st->cookies.len + 12 + st->pseudo.len + 1;
+    bool ws = st->has_protocol && st->protocol_ws;
+    size_t total = st->lines.len + st->cookies.len + 12 + st->pseudo.len + 1 +
+                   (ws ? sizeof(WS_UPGRADE_LINE) - 1 : 0);
     char *a = arena_alloc(ar, total);
     if (!a)
         return 500;
@@ -126,6 +138,10 @@ int h2_build_head(struct h2_stream *st, struct arena *ar, struct http_head *h)
         p += 8 + st->cookies.len;
         memcpy(p, "\r\n", 2);
         p += 2;
+    }
+    if (ws) {
+        memcpy(p, WS_UPGRADE_LINE, sizeof(WS_UPGRADE_LINE) - 1);
+        p += sizeof(WS_UPGRADE_LINE) - 1;
     }
     *p = '\0';
     *h = (struct http_head){
@@ -148,6 +164,13 @@ int h2_build_head(struct h2_stream *st, struct arena *ar, struct http_head *h)
         return 400;
     bool known;
     h->method = method_of(h->method_str, &known);
+    if (st->has_protocol) { /* nghttp2 let it through on a CONNECT alone */
+        if (!ws)
+            return 501; /* a protocol other than WebSocket */
+        h->method = COLIBRI_GET;
+        h->flags |= HTTP_F_WS_CONNECT;
+        known = true;
+    }
     if (!known)
         return 501;
     struct view t = h->target;
@@ -279,6 +302,7 @@ static void fr_head(struct colibri_request *req, struct colibri_response *resp, 
     st->has_body = !(resp && resp->head_only) && status >= 200 && status != 204 && status != 304 &&
                    content_length != 0;
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = data_read};
+    st->body_left = st->has_body ? content_length : -1;
     st->submitted = true;
     if (!st->has_body)
         st->eof = true;
@@ -313,8 +337,11 @@ static ssize_t data_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t le
     }
     if (n)
         *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+    if (st->body_left >= 0)
+        st->body_left -= (int64_t)MIN((uint64_t)n, (uint64_t)st->body_left);
     if (!tx && !file) {
-        if (st->eof && !st->hold_end) {
+        if ((st->eof || !st->body_left) && !st->hold_end) {
+            st->body_done = true;
             *flags |= NGHTTP2_DATA_FLAG_EOF;
             return (ssize_t)n;
         }
@@ -450,7 +477,8 @@ static void wait_conn(struct conn_ctx *sub, struct h2_stream *st)
             st->stalled = true;
         }
     }
-    if (st->closed || st->stalled) { /* what never left: for the access log */
+    /* closed once its whole body left (END_STREAM with it): no reset */
+    if ((st->closed && !st->body_done) || st->stalled) { /* what never left: for the access log */
         sub->unsent = tx_pending(st) + st->file_left;
         coro_abort(sub->coro);
     }
@@ -525,10 +553,25 @@ static ssize_t sub_read(struct conn_ctx *sub)
     return (ssize_t)n;
 }
 
+/* conn_wait_fd(sub, CONN_FD_SELF): a WebSocket between messages waits
+ * for the stream's input with no time limit of the stream's own (its
+ * own idle timeout, a channel's wake, a stop end it as on HTTP/1.1). */
+static int sub_wait_input(struct conn_ctx *sub, int timeout_ms)
+{
+    struct h2_stream *st = stream_of_sub(sub);
+    if (st->rx.len > st->rx_off || st->req_end || st->closed)
+        return CONN_WAIT_READ;
+    st->want_rx = st->in_wait = st->wait_input = true;
+    int r = conn_wait_fd(sub, -1, 0, timeout_ms);
+    st->want_rx = st->in_wait = st->wait_input = false;
+    return r == 0 ? -ETIMEDOUT : r;
+}
+
 static const struct conn_sub_ops h2_sub_ops = {
     .read = sub_read,
     .writev = sub_writev,
     .sendfile = sub_sendfile,
+    .wait_input = sub_wait_input,
 };
 
 /* --- a stream's request --------------------------------------------------- */
@@ -542,6 +585,9 @@ static void stream_main(struct conn_ctx *sub, void *arg)
      * the head to the framing */
     hc->closing = true;
     hc->lingering = hc->mid_request = false;
+    /* a pooled context: its http_local_addr() cache may be another
+     * connection's */
+    hc->local_known = false;
     strbuf_reset(&hc->body);
     strbuf_reset(&hc->hdrs);
     strbuf_reset(&hc->reqbody);
@@ -583,6 +629,8 @@ static void stream_main(struct conn_ctx *sub, void *arg)
     conn_flush(sub);
     st->eof = true;
     st->handler_done = true;
+    if (head.flags & HTTP_F_WS_CONNECT)
+        st->hold_end = false; /* a tunnel: the answer ends with the WebSocket */
     tx_more(st);
     if (unlikely(resp.final_status >= 500))
         LOG_LIMITED(LOG_WARN, "\"%.*s %.*s\" (HTTP/2): answered %d", (int)head.method_str.len,
@@ -590,6 +638,8 @@ static void stream_main(struct conn_ctx *sub, void *arg)
                     resp.final_status);
     if (req.log)
         http_access_log(&req, &resp);
+    if (atomic_load_explicit(&http_metrics_on, memory_order_relaxed))
+        http_metrics_count(&req, &resp);
     hc->resp = NULL;
     /* what came for the body and was not read: its window opens again */
     if (st->rx.len > st->rx_off)
@@ -617,6 +667,7 @@ void h2_stream_free(struct h2_stream *st)
     if (st->next)
         st->next->prev = st->prev;
     c->n_streams--;
+    http_metrics_end(conn_worker_state(c->ctx), HTTP_METRICS_H2_STREAM);
     if (!st->closed)
         nghttp2_session_set_stream_user_data(c->s, st->id, NULL);
     strbuf_free(&st->lines);
@@ -652,7 +703,7 @@ void h2_run_streams(struct h2_conn *c)
                 st->ready = false;
                 uint8_t w = st->sub->waiting;
                 if (st->in_wait) /* in wait_conn(): the worker resumes it */
-                    conn_wake(st->sub, CONN_WOKEN);
+                    conn_wake(st->sub, st->wait_input ? CONN_WAIT_READ : CONN_WOKEN);
                 else if (w == CONN_WAIT_TIMER || w == CONN_WAIT_FD) {
                     if (st->closed) { /* reset while its handler waits: it ends now */
                         if (!st->sub->unsent)

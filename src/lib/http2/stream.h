@@ -82,6 +82,8 @@ struct h2_stream {
     struct strbuf lines, cookies, pseudo;
     size_t method_off, method_len, path_off, path_len, auth_off, auth_len;
     bool has_method, has_path, has_auth, file_fields, too_large, bad;
+    /* :protocol came (RFC 8441 extended CONNECT), and said "websocket" */
+    bool has_protocol, protocol_ws;
     int64_t content_length;
     bool head_done;    /* END_HEADERS: it may start */
     bool req_end;      /* END_STREAM came: the request is whole */
@@ -93,6 +95,7 @@ struct h2_stream {
     bool want_rx;      /* its request waits for body bytes */
     bool want_tx;      /* its request waits for the answer's bytes to leave */
     bool in_wait;      /* in wait_conn(): woken by conn_wake() */
+    bool wait_input;   /* in sub_wait_input(): woken with CONN_WAIT_READ */
     bool stalled;      /* the client left it waiting past request_timeout */
     /* the request body received and not handed over yet */
     struct strbuf rx;
@@ -105,6 +108,12 @@ struct h2_stream {
      * HTTP/1.1 does, so that what the client still sends on the stream
      * is judged on an open stream; error answers end at once */
     bool hold_end;
+    /* the answer's promised length not yet taken for DATA (< 0: none
+     * said): at 0 its last DATA frame carries END_STREAM at once, not
+     * after the handler returns (an urgent stream ends before the
+     * connection turns to other streams: RFC 9218 priorities) */
+    int64_t body_left;
+    bool body_done; /* END_STREAM went with the body: a close is no reset */
     struct strbuf tx;
     size_t tx_off;
     int file_fd;

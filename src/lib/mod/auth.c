@@ -80,8 +80,8 @@ static uint64_t now_s(void)
 }
 
 /* The file's bytes parsed into *out: 0, or -errno with why. */
-static int read_file(const char *path, struct htpasswd *out, struct stat *st, char *why,
-                     size_t whylen)
+static int read_file(const char *path, const uint8_t secret[16], struct htpasswd *out,
+                     struct stat *st, char *why, size_t whylen)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -110,6 +110,10 @@ static int read_file(const char *path, struct htpasswd *out, struct stat *st, ch
     r = htpasswd_parse(buf, len, out, inner, sizeof(inner));
     if (r)
         snprintf(why, whylen, "'%s' %s", path, inner);
+    else if ((r = htpasswd_seal(out, secret))) {
+        htpasswd_free(out);
+        snprintf(why, whylen, "'%s': out of memory", path);
+    }
 out:
     if (buf)
         explicit_bzero(buf, (size_t)st->st_size);
@@ -142,7 +146,7 @@ static void maybe_reload(struct auth *a, uint64_t now)
         return;
     struct htpasswd users;
     char why[300];
-    if (read_file(a->path, &users, &st, why, sizeof(why))) {
+    if (read_file(a->path, a->secret, &users, &st, why, sizeof(why))) {
         LOG_LIMITED(LOG_ERROR, "auth: %s: keeping the users read before", why);
         return;
     }
@@ -211,17 +215,22 @@ static int check(struct colibri_request *req, struct colibri_response *resp, voi
 
     char hash[HTPASSWD_HASH_MAX + 1];
     enum hp_kind kind = HP_CRYPT;
+    /* An unknown user costs what a known one does: the lookup's time does
+     * not depend on the name (htpasswd_find_blind), and the password is
+     * verified against a real entry's hash all the same (same kind and
+     * cost), its result not taken. */
     pthread_mutex_lock(&a->lock);
-    const struct hp_entry *e = htpasswd_find(&a->users, cred, ul);
-    if (e) {
-        strcpy(hash, e->hash);
-        kind = e->kind;
+    const struct hp_entry *stand_in;
+    bool known = htpasswd_find_blind(&a->users, cred, ul, &stand_in) != NULL;
+    if (stand_in) {
+        strcpy(hash, stand_in->hash);
+        kind = stand_in->kind;
     }
     pthread_mutex_unlock(&a->lock);
 
     bool ok = false;
     uint8_t key[SHA1_LEN];
-    if (e) {
+    if (stand_in) {
         struct sha1 s;
         sha1_init(&s);
         sha1_update(&s, a->secret, sizeof(a->secret));
@@ -231,9 +240,9 @@ static int check(struct colibri_request *req, struct colibri_response *resp, voi
         sha1_final(&s, key);
         pthread_mutex_lock(&a->lock);
         struct cache_slot *c = &a->cache[(key[0] | key[1] << 8) % CACHE_SLOTS];
-        ok = c->until_s > now && !memcmp(c->key, key, SHA1_LEN);
+        ok = known && c->until_s > now && !memcmp(c->key, key, SHA1_LEN);
         pthread_mutex_unlock(&a->lock);
-        if (!ok && htpasswd_check(kind, hash, pw, pl)) {
+        if (!ok && htpasswd_check(kind, hash, pw, pl) && known) {
             ok = true;
             pthread_mutex_lock(&a->lock);
             memcpy(c->key, key, SHA1_LEN);
@@ -317,7 +326,7 @@ static int from_config(struct colibri_server *srv, struct colibri_conf *sec, cha
     }
     strcpy(o, "\", charset=\"UTF-8\"");
     char why[400];
-    if (read_file(a->path, &a->users, &a->st, why, sizeof(why))) {
+    if (read_file(a->path, a->secret, &a->users, &a->st, why, sizeof(why))) {
         auth_free(a);
         return colibri_conf_error(file, err, errlen, "%s", why);
     }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/base64.h"
+#include "base/sha1.h"
 
 #ifdef COLIBRI_WITH_OPENSSL
 #include <openssl/evp.h>
@@ -168,6 +169,7 @@ bad:
 
 void htpasswd_free(struct htpasswd *hp)
 {
+    free(hp->bx);
     free(hp->v);
     free(hp->mem);
     *hp = (struct htpasswd){0};
@@ -190,6 +192,56 @@ const struct hp_entry *htpasswd_find(const struct htpasswd *hp, const char *user
             hi = mid;
     }
     return NULL;
+}
+
+static void user_digest(const uint8_t secret[16], const char *user, size_t len, uint8_t out[20])
+{
+    struct sha1 s;
+    sha1_init(&s);
+    sha1_update(&s, secret, 16);
+    sha1_update(&s, user, len);
+    sha1_final(&s, out);
+}
+
+static int by_digest(const void *a, const void *b)
+{
+    return memcmp(((const struct hp_blind *)a)->uh, ((const struct hp_blind *)b)->uh, 20);
+}
+
+int htpasswd_seal(struct htpasswd *hp, const uint8_t secret[16])
+{
+    free(hp->bx);
+    hp->bx = NULL;
+    memcpy(hp->secret, secret, sizeof(hp->secret));
+    if (!hp->n)
+        return 0;
+    if (!(hp->bx = calloc(hp->n, sizeof(*hp->bx))))
+        return -ENOMEM;
+    for (size_t i = 0; i < hp->n; i++) {
+        user_digest(secret, hp->v[i].user, strlen(hp->v[i].user), hp->bx[i].uh);
+        hp->bx[i].i = i;
+    }
+    qsort(hp->bx, hp->n, sizeof(*hp->bx), by_digest);
+    return 0;
+}
+
+const struct hp_entry *htpasswd_find_blind(const struct htpasswd *hp, const char *user, size_t len,
+                                           const struct hp_entry **stand_in)
+{
+    *stand_in = NULL;
+    if (!hp->n || !hp->bx)
+        return NULL;
+    uint8_t uh[20];
+    user_digest(hp->secret, user, len, uh);
+    /* the last digest not above uh: ceil(log2(n)) steps whatever the name */
+    size_t base = 0, n = hp->n;
+    while (n > 1) {
+        size_t half = n / 2;
+        base = memcmp(hp->bx[base + half].uh, uh, 20) <= 0 ? base + half : base;
+        n -= half;
+    }
+    *stand_in = &hp->v[hp->bx[base].i];
+    return ct_equal(hp->bx[base].uh, uh, 20) ? *stand_in : NULL;
 }
 
 bool htpasswd_kind_supported(enum hp_kind kind)

@@ -74,7 +74,7 @@ static int from_config(struct colibri_server *srv, struct colibri_conf *sec, cha
     char why[256];
     if (colibri_server_add_route(srv, prefix, &metrics_handler, m, free, why, sizeof(why)))
         return colibri_conf_error(sec, err, errlen, "%s", why);
-    atomic_store(&http_metrics_on, true);
+    http_metrics_enable();
     return 0;
 }
 

@@ -145,6 +145,11 @@ struct conn_sub_ops {
     void (*writev)(struct conn_ctx *sub, const struct iovec *iov, int iovcnt);
     /* Takes len bytes of file_fd from offset before it returns. */
     void (*sendfile)(struct conn_ctx *sub, int file_fd, off_t offset, size_t len);
+    /* conn_wait_fd(sub, CONN_FD_SELF, CONN_WAIT_READ, timeout_ms): waits
+     * until read() has something (bytes, or the end) and returns
+     * CONN_WAIT_READ, or what conn_wait_fd() returns otherwise (a wake, a
+     * stop, -ETIMEDOUT). NULL: such a wait is -EINVAL. */
+    int (*wait_input)(struct conn_ctx *sub, int timeout_ms);
 };
 
 /* A connection's peer as accept() gave it (protocol-neutral: an address
@@ -196,6 +201,7 @@ struct conn_ctx {
     struct timer timer;
     int wait_fd;
     bool wait_fd_dup;
+    bool wait_fd_kept;   /* conn_wait_fd_kept(): wait_fd stays registered after */
     uint8_t wait_events; /* CONN_WAIT_READ | CONN_WAIT_WRITE asked for */
     int wait_result;
     /* the bytes of the write under way that had not gone out when it
@@ -331,9 +337,18 @@ int conn_sleep(struct conn_ctx *ctx, unsigned ms);
  * happened), -ETIMEDOUT, -ECANCELED, or -errno when fd cannot be watched.
  * The fd is watched only during the call. */
 int conn_wait_fd(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms);
+/* conn_wait_fd() for an fd that this worker's connections alone wait on,
+ * one at a time (a gateway's upstream socket, kept in the worker's pool):
+ * it stays registered with the worker's epoll from one wait to the next,
+ * until it is closed, so a wait costs one epoll_ctl (re-arm) instead of
+ * two (add, delete). An event left over from an earlier wait at most ends
+ * a later wait on the same fd early (the caller's read then finds
+ * nothing and waits again). */
+int conn_wait_fd_kept(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms);
 /* conn_wait_fd()'s fd for the connection's own socket (READ only): the
  * transport is asked first (decrypted bytes it holds end the wait at
- * once), then the socket is watched through a dup() of it. */
+ * once), then the socket is watched through a dup() of it. For a
+ * sub-context, its protocol's input (conn_sub_ops.wait_input). */
 #define CONN_FD_SELF (-2)
 /* A result bit of conn_wait_fd()/conn_sleep(): conn_wake() ended the wait. */
 #define CONN_WOKEN 4
@@ -417,6 +432,20 @@ static inline struct conn_worker *conn_worker_of(const struct conn_ctx *ctx)
 /* The worker's number, 0 to the worker count - 1 (per-worker state
  * kept outside the runtime: a gateway's connection pools). */
 unsigned conn_worker_index(const struct conn_ctx *ctx);
+
+/* The connections of every worker, summed (nginx's stub_status): accepted
+ * (every accept), handled (not refused at once), active (open now), and
+ * the active ones by state: reading (waiting for the rest of a request),
+ * writing (a request at work: its handler runs or waits, or its answer
+ * waits to be written) and waiting (idle between requests). Asked of the
+ * workers (worker_post) and waited for in ctx's coroutine, a few
+ * milliseconds; a worker that does not answer within 100 ms gives its last
+ * figures. ctx itself counts as writing. */
+struct conn_stats {
+    uint64_t accepted, handled;
+    uint64_t active, reading, writing, waiting;
+};
+void conn_stats(struct conn_ctx *ctx, struct conn_stats *out);
 
 /* The monotonic clock in milliseconds: the clock of conn_sleep() and
  * conn_wait_fd() (a protocol counts its own deadlines on it). */

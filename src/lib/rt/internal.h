@@ -71,6 +71,15 @@ struct worker {
     struct conn_ctx *all_ctx;
     uint32_t n_held;
     struct worker_cmd *quiesced;
+    /* connection counts for the metrics (stats.c): kept by the thread with
+     * plain increments (accepted once per connection, dropped when one is
+     * refused), published as a snapshot when a scrape asks */
+    uint64_t accepted, dropped;
+    struct conn_stats_pub {
+        _Atomic uint64_t accepted, handled, gen;
+        _Atomic uint32_t active, reading, writing, waiting;
+    } pub;
+    struct worker *stats_next; /* the workers a scrape asks */
 };
 static_assert(offsetof(struct worker, view) == 0, "conn_worker_of() casts");
 
@@ -140,3 +149,7 @@ void run_cmds(struct worker *w);
 void quiesce_release(struct worker *w, struct conn_ctx *ctx);
 void quiesce_drop(struct worker *w);
 void cmds_destroy(struct worker *w);
+
+/* stats.c: the worker joins (or leaves) the set conn_stats() asks. */
+void stats_register(struct worker *w);
+void stats_unregister(struct worker *w);

@@ -42,7 +42,7 @@ static uint64_t coarse_lag_ms(void)
     return l;
 }
 
-static int watch_one(struct conn_ctx *ctx, int fd, unsigned events)
+static int watch_op(struct conn_ctx *ctx, int op, int fd, unsigned events)
 {
     if (fd >= EV_FOREIGN_MAX)
         return -EMFILE; /* the tag has 24 bits for it */
@@ -51,9 +51,14 @@ static int watch_one(struct conn_ctx *ctx, int fd, unsigned events)
                   ((events & CONN_WAIT_WRITE) ? EPOLLOUT : 0),
         .data.u64 = EV_FOREIGN_OF(fd, ctx->fd),
     };
-    if (epoll_ctl(ctx->worker->epfd, EPOLL_CTL_ADD, fd, &ev) < 0)
+    if (epoll_ctl(ctx->worker->epfd, op, fd, &ev) < 0)
         return -errno;
     return 0;
+}
+
+static int watch_one(struct conn_ctx *ctx, int fd, unsigned events)
+{
+    return watch_op(ctx, EPOLL_CTL_ADD, fd, events);
 }
 
 /* Registers fd with the worker's epoll for this wait. An fd that is there
@@ -83,6 +88,12 @@ void wait_cleanup(struct worker *w, struct conn_ctx *ctx)
     timer_del(&w->timers, &ctx->timer);
     if (ctx->wait_fd < 0)
         return;
+    if (ctx->wait_fd_kept) {
+        /* stays registered (one-shot: disarmed once it fired) */
+        ctx->wait_fd = -1;
+        ctx->wait_fd_kept = false;
+        return;
+    }
     epoll_ctl(w->epfd, EPOLL_CTL_DEL, ctx->wait_fd, NULL);
     if (ctx->wait_fd_dup)
         close(ctx->wait_fd);
@@ -90,9 +101,28 @@ void wait_cleanup(struct worker *w, struct conn_ctx *ctx)
     ctx->wait_fd_dup = false;
 }
 
-int conn_wait_fd(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms)
+/* The wait itself, once what it watches is registered: until the fd is
+ * ready (fd >= 0) or timeout_ms passed (< 0: no limit). */
+static int wait_yield(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms)
 {
     struct worker *w = ctx->worker;
+    uint64_t deadline = timeout_ms < 0 ? TIMER_NEVER : worker_now_ms() + (uint64_t)timeout_ms;
+    if (timeout_ms > 0)
+        deadline += coarse_lag_ms();
+    if (timer_add(&w->timers, &ctx->timer, deadline) < 0) {
+        wait_cleanup(w, ctx);
+        return -ENOMEM;
+    }
+    ctx->wait_events = (uint8_t)events;
+    /* what the timer's expiry means; an fd's readiness replaces it */
+    ctx->wait_result = fd >= 0 ? -ETIMEDOUT : 0;
+    coro_yield(ctx->coro, fd >= 0 ? CONN_WAIT_FD : CONN_WAIT_TIMER);
+    ctx->waiting = 0;
+    return ctx->wait_result;
+}
+
+int conn_wait_fd(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms)
+{
     if (conn_stopping(ctx))
         return -ECANCELED;
     events &= CONN_WAIT_READ | CONN_WAIT_WRITE;
@@ -100,8 +130,10 @@ int conn_wait_fd(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms)
         /* the connection's own socket: what the transport holds already
          * is there to read; otherwise a dup() of the socket (registered
          * with epoll already) is watched */
-        if (events != CONN_WAIT_READ || ctx->sub_ops)
+        if (events != CONN_WAIT_READ)
             return -EINVAL;
+        if (ctx->sub_ops) /* a sub-context: its protocol's input */
+            return ctx->sub_ops->wait_input ? ctx->sub_ops->wait_input(ctx, timeout_ms) : -EINVAL;
         if (tls_pending(ctx))
             return CONN_WAIT_READ;
         int d = fcntl(ctx->fd, F_DUPFD_CLOEXEC, 0);
@@ -122,19 +154,25 @@ int conn_wait_fd(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms)
         if (r)
             return r;
     }
-    uint64_t deadline = timeout_ms < 0 ? TIMER_NEVER : worker_now_ms() + (uint64_t)timeout_ms;
-    if (timeout_ms > 0)
-        deadline += coarse_lag_ms();
-    if (timer_add(&w->timers, &ctx->timer, deadline) < 0) {
-        wait_cleanup(w, ctx);
-        return -ENOMEM;
-    }
-    ctx->wait_events = (uint8_t)events;
-    /* what the timer's expiry means; an fd's readiness replaces it */
-    ctx->wait_result = fd >= 0 ? -ETIMEDOUT : 0;
-    coro_yield(ctx->coro, fd >= 0 ? CONN_WAIT_FD : CONN_WAIT_TIMER);
-    ctx->waiting = 0;
-    return ctx->wait_result;
+    return wait_yield(ctx, fd, events, timeout_ms);
+}
+
+int conn_wait_fd_kept(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms)
+{
+    if (conn_stopping(ctx))
+        return -ECANCELED;
+    events &= CONN_WAIT_READ | CONN_WAIT_WRITE;
+    if (fd < 0 || !events)
+        return -EINVAL;
+    /* re-armed with this wait's tag; added the first time */
+    int r = watch_op(ctx, EPOLL_CTL_MOD, fd, events);
+    if (r == -ENOENT)
+        r = watch_op(ctx, EPOLL_CTL_ADD, fd, events);
+    if (r)
+        return r;
+    ctx->wait_fd = fd;
+    ctx->wait_fd_kept = true;
+    return wait_yield(ctx, fd, events, timeout_ms);
 }
 
 int conn_sleep(struct conn_ctx *ctx, unsigned ms)

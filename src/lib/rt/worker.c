@@ -420,7 +420,9 @@ static void conn_event(struct worker *w, int fd, uint32_t events)
 
 static void adopt(struct worker *w, int fd, uint16_t listener)
 {
+    w->accepted++;
     if ((uint32_t)fd >= w->max_fds || w->stopping) {
+        w->dropped++;
         accept_client_release(fd);
         close(fd);
         return;

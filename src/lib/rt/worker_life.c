@@ -70,6 +70,7 @@ int worker_new(struct worker **out, const struct worker_cfg *cfg, unsigned idx, 
     w->listen_fds = listen_fds;
     w->n_listen = n_listen;
     worker_first_clocks(w);
+    stats_register(w);
     *out = w;
     return 0;
 fail:
@@ -107,6 +108,7 @@ void worker_free(struct worker *w)
 {
     if (!w)
         return;
+    stats_unregister(w);
     cmds_destroy(w);
     free(w->ring);
     timer_heap_free(&w->timers);

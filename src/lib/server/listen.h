@@ -16,6 +16,7 @@ struct listener {
     bool tls;                /* tls = true: connections speak TLS */
     uint16_t redirect_https; /* redirect_to_https = PORT: every request gets a 308 */
     bool no_http2;           /* http2 = false: the HTTP/2 preface gets 505 */
+    bool h2c_upgrade;        /* h2c_upgrade = true: `Upgrade: h2c` switches to HTTP/2 */
     bool inherited;          /* fd: a socket passed by systemd (not ours to close) */
     bool retired;            /* removed by a reload: its index is not reused */
     int fd;

@@ -140,10 +140,11 @@ static int load_listener(struct colibri_server *srv, struct config_node *n, char
         return r;
     if ((o = config_take(n, "h2c_upgrade")) && (r = config_bool(o, &h2c_upgrade, err, errlen)))
         return r;
-    if (h2c_upgrade)
+    if (h2c_upgrade && tls)
         return config_error(o, err, errlen,
-                            "Upgrade: h2c is not supported (yet): HTTP/2 in cleartext starts "
-                            "with prior knowledge");
+                            "Upgrade: h2c is for cleartext listeners (TLS offers h2 by ALPN)");
+    if (h2c_upgrade && !http2)
+        return config_error(o, err, errlen, "Upgrade: h2c needs http2 = true on this listener");
     if ((o = config_take(n, "redirect_to_https"))) {
         char *end;
         port = strtoll(o->value, &end, 10);
@@ -157,6 +158,7 @@ static int load_listener(struct colibri_server *srv, struct config_node *n, char
         srv->listeners[i].tls = tls;
         srv->listeners[i].redirect_https = (uint16_t)port;
         srv->listeners[i].no_http2 = !http2;
+        srv->listeners[i].h2c_upgrade = h2c_upgrade;
     }
     /* anything else in the block: config_take_unused() names it */
     return 0;

@@ -338,6 +338,7 @@ static int publish(struct colibri_server *srv, struct colibri_server *next, stru
             srv->listeners[p->match[j]].tls = nl->tls;
             srv->listeners[p->match[j]].redirect_https = nl->redirect_https;
             srv->listeners[p->match[j]].no_http2 = nl->no_http2;
+            srv->listeners[p->match[j]].h2c_upgrade = nl->h2c_upgrade;
             continue;
         }
         srv->listeners[idx] = *nl;

@@ -438,7 +438,7 @@ static uint32_t raise_fd_limit(void)
 
 size_t server_listener_tables(unsigned n)
 {
-    return ((2 * (size_t)n + 1) & ~(size_t)1) + (size_t)n * sizeof(uint16_t) + (size_t)n;
+    return ((2 * (size_t)n + 1) & ~(size_t)1) + (size_t)n * sizeof(uint16_t) + 2 * (size_t)n;
 }
 
 void server_finish_http(struct colibri_server *s, const struct colibri_server *srv, bool *proxy)
@@ -448,6 +448,8 @@ void server_finish_http(struct colibri_server *s, const struct colibri_server *s
     bool *tls = proxy + n;
     uint16_t *ports = (uint16_t *)(void *)((char *)proxy + ((2 * (size_t)n + 1) & ~(size_t)1));
     bool *h2_off = (bool *)(ports + n);
+    bool *h2c_up = h2_off + n;
+    bool any_h2c_up = false;
     for (unsigned i = 0; i < n; i++) {
         const struct listener *l = &srv->listeners[i];
         any_proxy |= proxy[i] = !l->retired && l->proxy_protocol;
@@ -455,8 +457,11 @@ void server_finish_http(struct colibri_server *s, const struct colibri_server *s
         ports[i] = l->retired ? 0 : l->redirect_https;
         any_redirect |= ports[i] != 0;
         any_h2_off |= h2_off[i] = !l->retired && l->no_http2;
+        any_h2c_up |= h2c_up[i] = !l->retired && l->h2c_upgrade;
     }
     s->http.h2_run = h2_run;
+    s->http.h2_upgrade = h2_upgrade;
+    s->http.h2c_upgrade = any_h2c_up ? h2c_up : NULL;
     s->http.http2_off = any_h2_off ? h2_off : NULL;
     /* NULL: no listener wants PROXY headers, and run() need not ask */
     s->http.proxy_protocol = any_proxy ? proxy : NULL;
