@@ -12,6 +12,7 @@ import zlib
 
 from browser import browser  # noqa: F401 (the fixture)
 from conftest import free_port
+from samples import make_sample  # noqa: F401 (the fixture)
 from rawhttp import TIME_SCALE
 
 N = 10  # of each kind: 3 * N = 30 subresources
@@ -93,3 +94,47 @@ def test_chromium_page_with_30_subresources_over_h2(browser, make_server, tmp_pa
         time.sleep(0.1)
     h2lines = [ln for ln in lines if re.search(r'"GET /\S* HTTP/2\.0" 200 ', ln)]
     assert len(lines) == 3 * N + 1 and len(h2lines) == 3 * N + 1, "\n".join(lines)
+
+
+def test_chat_sample_over_h2(browser, make_sample, tmp_path):  # noqa: F811
+    """samples/chat --tls: two Chromium pages load the room over h2 and their
+    WebSockets are RFC 8441 streams (wss:// on the h2 connection); a
+    message typed in one appears in the other."""
+    from test_tls import make_cert
+
+    cert, key = make_cert(tmp_path, "chat", "localhost", ["localhost"])
+    app = make_sample("chat", "-t", "1", "--tls", cert, key)
+    url = "https://localhost:%d/" % app.port
+    netlog = tmp_path / "alice.netlog.json"
+    alice = browser(flags=["--ignore-certificate-errors", "--log-net-log=%s" % netlog])
+    bob = browser(flags=["--ignore-certificate-errors"])
+    for page in (alice, bob):
+        page.open(url)
+        page.wait_text("#status", lambda t: t == "connected", timeout=10)
+        assert page.driver.execute_script(
+            "return performance.getEntriesByType('navigation')[0].nextHopProtocol") == "h2", page.dump()
+    alice.type("#name", "alice")
+    alice.type("#msg", "hello over h2\n")
+    bob.wait_text("#log", lambda t: "hello over h2" in t, timeout=10)
+    assert [li.text for li in bob.driver.find_elements("css selector", "#log li")] == ["alice:hello over h2"]
+    # alice's WebSocket was an extended CONNECT on her h2 connection
+    # (Chromium's net log, complete once the browser has quit)
+    alice.quit()
+    log = netlog.read_text(errors="replace")
+    assert re.search(r'":method: CONNECT".{0,400}":protocol: websocket"', log, re.S), log[-3000:]
+
+
+def test_chat_tls_option_errors(tmp_path):
+    """--tls without its two files, or with files that are no certificate:
+    a message and a non-zero exit, before any listening."""
+    import subprocess
+
+    from samples import sample_bin
+
+    chat = str(sample_bin("chat"))
+    p = subprocess.run([chat, "--tls", "only.pem"], capture_output=True, timeout=20)
+    assert p.returncode == 2 and b"chat: --tls: a certificate and a key file (PEM)" in p.stderr, p.stderr
+    (tmp_path / "bad.pem").write_text("not a certificate\n")
+    p = subprocess.run([chat, "--tls", str(tmp_path / "bad.pem"), str(tmp_path / "bad.pem"), "127.0.0.1:%d" % free_port()],
+                       capture_output=True, timeout=20)
+    assert p.returncode == 1 and b"chat: " in p.stderr and b"bad.pem" in p.stderr, p.stderr
