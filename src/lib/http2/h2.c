@@ -3,7 +3,6 @@
 #include "http2/h2.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -191,88 +190,6 @@ static int on_stream_close(nghttp2_session *s, int32_t id, uint32_t code, void *
     return 0;
 }
 
-/* --- the session's memory ----------------------------------------------
- *
- * nghttp2 gives every session an outbound frame buffer of 16,394 bytes at
- * creation (aob.framebufs, 25,568 B of a new session's: bench/
- * h2_session_mem.c) and keeps it for the session's life, while its bytes
- * matter only inside one nghttp2_session_mem_send() call: the frame it
- * packs there is returned, copied into ctx->out at once (send_all), and
- * the next call starts a new frame. No call yields (no callback of ours
- * waits for I/O), so the sessions of one thread can share one buffer:
- * that block of the session is the thread's, the other blocks (HPACK
- * tables, streams, a HEADERS' extra chunks) the session's own. */
-
-static pthread_key_t framebuf_key;
-static pthread_once_t framebuf_once = PTHREAD_ONCE_INIT;
-static bool framebuf_keyed; /* else every session keeps its own */
-
-static void framebuf_key_make(void)
-{
-    framebuf_keyed = !pthread_key_create(&framebuf_key, free);
-}
-
-/* The thread's frame buffer of at least n bytes, or NULL. The key holds
- * the block: its size, then the buffer. */
-static void *thread_framebuf(size_t n)
-{
-    pthread_once(&framebuf_once, framebuf_key_make);
-    if (!framebuf_keyed)
-        return NULL;
-    size_t *b = pthread_getspecific(framebuf_key);
-    if (b)
-        return b[0] >= n ? b + 1 : NULL; /* NULL never: nghttp2's chunk size is fixed */
-    if (!(b = malloc(sizeof(size_t) + n)))
-        return NULL;
-    b[0] = n;
-    if (pthread_setspecific(framebuf_key, b)) {
-        free(b);
-        return NULL;
-    }
-    return b + 1;
-}
-
-static void *mem_malloc(size_t n, void *user)
-{
-    (void)user;
-    return malloc(n);
-}
-
-static void *mem_calloc(size_t n, size_t size, void *user)
-{
-    (void)user;
-    return calloc(n, size);
-}
-
-static void mem_free(void *p, void *user)
-{
-    struct h2_conn *c = user;
-    if (p && p == c->framebuf) {
-        c->framebuf = NULL; /* the thread's */
-        return;
-    }
-    free(p);
-}
-
-static void *mem_realloc(void *p, size_t n, void *user)
-{
-    struct h2_conn *c = user;
-    if (!p && c->creating && n >= 16384) { /* the frame buffer (the only one at creation) */
-        c->creating = false;
-        if ((c->framebuf = thread_framebuf(n)))
-            return c->framebuf;
-    }
-    if (p && p == c->framebuf) { /* never (fixed size): a block of its own then */
-        void *q = malloc(n);
-        if (q) {
-            memcpy(q, p, MIN(n, ((const size_t *)p)[-1]));
-            c->framebuf = NULL;
-        }
-        return q;
-    }
-    return realloc(p, n);
-}
-
 nghttp2_session *h2_session_new(struct h2_conn *c)
 {
     nghttp2_session_callbacks *cb;
@@ -300,11 +217,8 @@ nghttp2_session *h2_session_new(struct h2_conn *c)
     /* RFC 9218's PRIORITY_UPDATE, handled by nghttp2 itself (once
      * SETTINGS_NO_RFC7540_PRIORITIES = 1 is sent: submit_settings()) */
     nghttp2_option_set_builtin_recv_extension_type(opt, NGHTTP2_PRIORITY_UPDATE);
-    nghttp2_mem mem = {c, mem_malloc, mem_free, mem_calloc, mem_realloc};
-    c->creating = true;
-    if (nghttp2_session_server_new3(&s, cb, c, opt, &mem))
+    if (nghttp2_session_server_new2(&s, cb, c, opt))
         s = NULL;
-    c->creating = false;
     nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cb);
     return s;

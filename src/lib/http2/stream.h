@@ -38,8 +38,6 @@ struct h2_conn {
     unsigned n_running; /* streams whose request runs (in its sub-context) */
     bool runnable;      /* some stream is ready to run (h2_run_streams) */
     bool goaway;        /* sent for a stop */
-    bool creating;      /* in nghttp2_session_server_new3() */
-    void *framebuf;     /* the session's outbound frame buffer: its thread's (h2.c) */
     bool use_sendfile;  /* cleartext: file DATA by sendfile(), else read into ctx->out */
     /* file DATA frames gathered by the send turn (h2_send_data), written
      * with ctx->out by h2_flush(); while any wait, no stream's request may
