@@ -317,6 +317,12 @@ void gw_tls_drop(int fd)
     if (!ssl)
         return;
     tab[fd] = NULL;
+    /* a close_notify if it goes at once: a session freed unshut could not
+     * be resumed */
+    ERR_clear_error();
+    if (SSL_shutdown(ssl) < 0)
+        ERR_clear_error();
+    SSL_set_shutdown(ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
     SSL_free(ssl);
 }
 
