@@ -264,3 +264,25 @@ def test_https_upstream_default_port_and_system_store_load(tmp_path):
     from conftest import colibri_bin
     p = subprocess.run([str(colibri_bin()), "--check-config", "-c", str(conf)], capture_output=True, timeout=30)
     assert p.returncode == 0, p.stderr
+
+
+def test_under_the_sandbox(make_server, tls_upstream, pki):
+    import time
+    up = tls_upstream("good")
+    srv = front(make_server, up, tls_ca=pki / "ca.pem")
+    srv2 = make_server(site="site {\n    proxy /api {\n        to = https://127.0.0.1:%d\n        tls_ca = %s\n"
+                       "    }\n}\n" % (up.port, pki / "ca.pem"), threads="1", sandbox="true")
+    deadline = time.monotonic() + 5
+    while "sandbox: on" not in srv2.stderr() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for s in (srv, srv2):
+        r, body = request(s, "/api/s")
+        assert r.status == 200 and body.startswith(b"GET /api/s"), (body, s.stderr())
+    up2 = tls_upstream("untrusted")
+    srv3 = make_server(site="site {\n    proxy /api {\n        to = https://127.0.0.1:%d\n    }\n}\n" % up2.port,
+                       threads="1", sandbox="true")
+    deadline = time.monotonic() + 5
+    while "sandbox: on" not in srv3.stderr() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert request(srv3, "/api/s")[0].status == 502
+    assert "certificate verify failed" in srv3.stderr()

@@ -729,8 +729,8 @@ static int take_timeout(struct colibri_conf *sec, const char *key, int *out, cha
 
 /* tls_verify, tls_ca, tls_server_name: for a "to = https://..." upstream,
  * whose client context is made here. */
-static int take_tls(struct colibri_conf *sec, struct colibri_conf *to, struct proxy_route *pr,
-                    char *err, size_t errlen)
+static int take_tls(struct colibri_server *srv, struct colibri_conf *sec, struct colibri_conf *to,
+                    struct proxy_route *pr, char *err, size_t errlen)
 {
     static const char *const keys[] = {"tls_verify", "tls_ca", "tls_server_name"};
     struct colibri_conf *c[3];
@@ -766,6 +766,18 @@ static int take_tls(struct colibri_conf *sec, struct colibri_conf *to, struct pr
             return colibri_conf_error(c[2], err, errlen, "'%s': expected a host name", name);
     }
     char why[512];
+    /* the CAs are read now; the system's folder also while verifying
+     * (OpenSSL looks certificates up there by hash): the sandbox lets them */
+    if (ca && colibri_server_allow_path(srv, ca, COLIBRI_PATH_READ, why, sizeof(why)))
+        return colibri_conf_error(c[1], err, errlen, "%s", why);
+    if (verify && !ca) {
+        const char *paths[2];
+        gw_tls_default_paths(&paths[0], &paths[1]);
+        for (int i = 0; i < 2; i++)
+            if (paths[i] && !access(paths[i], R_OK) &&
+                colibri_server_allow_path(srv, paths[i], COLIBRI_PATH_READ, why, sizeof(why)))
+                return colibri_conf_error(to, err, errlen, "%s", why);
+    }
     if (gw_tls_new(&pr->up->tls, pr->up->tls_host, verify, ca, name, why, sizeof(why)))
         return colibri_conf_error(c[1] ? c[1] : to, err, errlen, "%s", why);
     return 0;
@@ -823,7 +835,7 @@ static int from_config(struct colibri_server *srv, struct colibri_conf *sec, cha
     if (!r && (c = colibri_conf_take(sec, "max_body")))
         r = colibri_conf_size(c, &pr->max_body, err, errlen);
     if (!r)
-        r = take_tls(sec, to, pr, err, errlen);
+        r = take_tls(srv, sec, to, pr, err, errlen);
     char why[256];
     if (!r && pr->up && !pr->own_up && gw_upstream_start(pr->up, why, sizeof(why)))
         r = colibri_conf_error(sec, err, errlen, "%s", why);

@@ -110,6 +110,16 @@ int gw_tls_new(struct gw_tls **out, const char *host, bool verify, const char *c
     return 0;
 }
 
+void gw_tls_default_paths(const char **file, const char **dir)
+{
+    *file = getenv(X509_get_default_cert_file_env());
+    if (!*file)
+        *file = X509_get_default_cert_file();
+    *dir = getenv(X509_get_default_cert_dir_env());
+    if (!*dir)
+        *dir = X509_get_default_cert_dir();
+}
+
 void gw_tls_free(struct gw_tls *t)
 {
     if (!t)
@@ -339,6 +349,10 @@ int gw_tls_new(struct gw_tls **out, const char *host, bool verify, const char *c
 void gw_tls_free(struct gw_tls *t)
 {
     (void)t;
+}
+void gw_tls_default_paths(const char **file, const char **dir)
+{
+    *file = *dir = NULL;
 }
 int gw_tls_connect(struct conn_ctx *ctx, struct gw_tls *t, const char *text, int fd, int timeout_ms)
 {

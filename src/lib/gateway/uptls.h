@@ -24,6 +24,9 @@ struct gw_tls;
 int gw_tls_new(struct gw_tls **out, const char *host, bool verify, const char *ca, const char *name,
                char *why, size_t whylen);
 void gw_tls_free(struct gw_tls *t);
+/* The system's CA file and folder (OpenSSL's defaults; NULL without
+ * OpenSSL): what the sandbox must let a verifying context read. */
+void gw_tls_default_paths(const char **file, const char **dir);
 
 /* The handshake on the connected socket fd (text names the server in the
  * error log): fd, or a negative errno with fd closed (-EPROTO: the
