@@ -199,7 +199,7 @@ int gw_tls_connect(struct conn_ctx *ctx, struct gw_tls *t, const char *text, int
             }
             continue;
         }
-        char why[256];
+        char why[512];
         long v = SSL_get_verify_result(ssl);
         if (v != X509_V_OK)
             snprintf(why, sizeof(why), "certificate verify failed: %s (verified name %s)",
