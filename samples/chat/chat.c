@@ -1,7 +1,11 @@
 /* samples/chat - a chat room on WebSockets, built on a colibri channel:
  *
- *     make run-chat    (or: build/samples/chat/chat [-t THREADS] [ADDR:PORT] [WWW])
+ *     make run-chat    (or: build/samples/chat/chat [-t THREADS] [--tls CERT KEY]
+ *                       [ADDR:PORT] [WWW])
  *     open http://127.0.0.1:8080/
+ *
+ * With --tls the listener speaks TLS (PEM certificate and key files) and
+ * offers HTTP/2 by ALPN: the page's WebSocket is then an RFC 8441 stream.
  *
  * Every message a client sends on /ws is published to the room's channel,
  * and every message of the channel goes to every client: one handler
@@ -103,6 +107,7 @@ int main(int argc, char **argv)
          .needs = COLIBRI_NEED_BODY},
     };
     unsigned threads = 0; /* one per CPU */
+    const char *cert = NULL, *key = NULL;
     if (argc > 2 && !strcmp(argv[1], "-t")) {
         char *end;
         unsigned long t = strtoul(argv[2], &end, 10);
@@ -114,22 +119,42 @@ int main(int argc, char **argv)
         argc -= 2;
         argv += 2;
     }
+    if (argc > 1 && !strcmp(argv[1], "--tls")) {
+        if (argc < 4) {
+            fprintf(stderr, "chat: --tls: a certificate and a key file (PEM)\n");
+            return 2;
+        }
+        cert = argv[2];
+        key = argv[3];
+        argc -= 3;
+        argv += 3;
+    }
     const char *addr = argc > 1 ? argv[1] : SAMPLE_DEFAULT_ADDR;
     const char *www = argc > 2 ? argv[2] : CHAT_WWW;
     struct colibri_channel *room = colibri_channel_new(NULL);
     struct colibri_server *server = colibri_server_new();
     if (!room || !server)
         return 1;
-    /* 4 KiB messages: no larger body on /say either */
-    if (colibri_server_load_config_string(server, "chat", "max_request_body = 4k\n", err,
-                                          sizeof(err))) {
+    /* 4 KiB messages: no larger body on /say either; with --tls a TLS
+     * listener (h2 by ALPN) whose certificate is the default site's */
+    char conf[4096];
+    int n = cert ? snprintf(conf, sizeof(conf),
+                            "max_request_body = 4k\nlistener %s {\n    tls = true\n}\n"
+                            "site {\n    tls_certificate = %s\n    tls_key = %s\n}\n",
+                            addr, cert, key)
+                 : snprintf(conf, sizeof(conf), "max_request_body = 4k\n");
+    if (n < 0 || (size_t)n >= sizeof(conf)) {
+        fprintf(stderr, "chat: --tls: paths too long\n");
+        return 2;
+    }
+    if (colibri_server_load_config_string(server, "chat", conf, err, sizeof(err))) {
         fprintf(stderr, "chat: %s\n", err);
         return 1;
     }
     colibri_server_set_threads(server, threads);
     for (unsigned i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++)
         colibri_server_register(server, &handlers[i]);
-    if (colibri_server_listen(server, addr, err, sizeof(err)) ||
+    if ((!cert && colibri_server_listen(server, addr, err, sizeof(err))) ||
         colibri_serve_files(server, "/", www, err, sizeof(err)) ||
         colibri_server_route(server, "/ws", "room_ws", room, err, sizeof(err)) ||
         colibri_server_route(server, "/events", "room_events", room, err, sizeof(err)) ||
