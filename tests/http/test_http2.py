@@ -895,3 +895,72 @@ def test_priorities_urgent_small_body_before_a_large_one(make_server, tmp_path, 
     # the urgent body was whole before much of the large one came
     assert big_at_small_end and big_at_small_end[0] < 32 * 1024, big_at_small_end
     c.close()
+
+
+def cpu_s(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_hpack_bomb_is_bounded(h2srv):
+    """An HPACK bomb: one 4000-byte field put in the dynamic table, then
+    referenced 2000 times by its one-byte index: a 6 KB header block that
+    decodes to 8 MB. Twenty of them on one connection: each ends as the
+    431 of an oversized header list (or a reset, or the connection's end),
+    the server's memory and CPU stay bounded, and another client is
+    served meanwhile."""
+    srv = h2srv
+    before_rss, before_cpu = rss_kb(srv.proc.pid), cpu_s(srv.proc.pid)
+    s = socket.create_connection((srv.host, srv.port), timeout=10 * TIME_SCALE)
+    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+    auth = srv.hostport.encode()
+    for i in range(20):
+        sid = 1 + 2 * i
+        block = b"\x82\x86" + b"\x04\x06/hello" + b"\x01" + bytes([len(auth)]) + auth
+        if i == 0:  # literal with incremental indexing, new name: entry 62
+            block += b"\x40\x03x-b" + b"\x7f" + bytes([(4000 - 127) & 0x7F | 0x80, (4000 - 127) >> 7]) + b"a" * 4000
+        block += b"\xbe" * 2000  # indexed field 62, 2000 times
+        try:
+            s.sendall(len(block).to_bytes(3, "big") + b"\x01\x05" + sid.to_bytes(4, "big") + block)
+        except OSError:
+            break
+    # the server's frames, read until every stream is answered or reset,
+    # or the connection ends; header blocks decoded with hpack
+    import hpack
+
+    dec = hpack.Decoder()
+    statuses, resets, goaway = {}, set(), False
+    s.settimeout(5 * TIME_SCALE)
+    buf = b""
+    try:
+        while len(statuses) + len(resets) < 20 and not goaway:
+            d = s.recv(65536)
+            if not d:
+                break
+            buf += d
+            while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+                n, kind, flags, sid = int.from_bytes(buf[:3], "big"), buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF
+                payload, buf = buf[9 : 9 + n], buf[9 + n :]
+                if kind == 1:  # HEADERS (no padding or priority from this server)
+                    statuses[sid] = dict(dec.decode(payload))[":status"]
+                elif kind == 3:
+                    resets.add(sid)
+                elif kind == 7:
+                    goaway = True
+    except (socket.timeout, ConnectionResetError):
+        pass
+    assert set(statuses.values()) <= {"431"}, statuses
+    assert statuses or resets or goaway
+    # another client is served at once, the server did not decode 160 MB
+    p = curl(srv.url + "/hello")
+    assert p.stdout == b"Hello, World!"
+    s.close()
+    grown = rss_kb(srv.proc.pid) - before_rss
+    used = cpu_s(srv.proc.pid) - before_cpu
+    print("431: %d, resets: %d, GOAWAY: %s, RSS grew by %d KiB, CPU %.3f s" % (len(statuses), len(resets), goaway, grown, used))
+    if not WRAPPER:
+        from test_modules import sanitized_build
+
+        assert grown < (64 if sanitized_build() else 8) * 1024
+        assert used < (5.0 if sanitized_build() else 1.0)
