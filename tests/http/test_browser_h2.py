@@ -45,7 +45,9 @@ def make_site(root):
     (root / "index.html").write_text(page)
 
 
-def test_chromium_page_with_30_subresources_over_h2(browser, make_server, tmp_path):  # noqa: F811
+# make_server before browser: pytest ends fixtures in reverse, so Chromium
+# quits (closing its connections) before the server's teardown looks at its fds
+def test_chromium_page_with_30_subresources_over_h2(make_server, browser, tmp_path):  # noqa: F811
     from test_tls import make_cert
 
     make_cert(tmp_path, "default", "localhost", ["localhost"])
