@@ -89,9 +89,11 @@ def test_files_cache_hits_and_misses(make_server, tmp_path):
     root = tmp_path / "files"
     root.mkdir()
     (root / "one.txt").write_text("one\n")
+    (root / "big.txt").write_bytes(b"x" * 3000)
     s2 = make_server(site=site("serve_files /f {", "    path = %s" % root, "}"))
     base = scrape(s2)
     assert sample(base, "colibri_files_cache_hits_total") == 0
+    assert sample(base, "colibri_files_cache_bytes") == 0
     for _ in range(2):
         with s2.conn() as c:
             c.send(request("GET", "/f/one.txt"))
@@ -100,6 +102,13 @@ def test_files_cache_hits_and_misses(make_server, tmp_path):
     text = scrape(s2)
     assert sample(text, "colibri_files_cache_misses_total") == 1
     assert sample(text, "colibri_files_cache_hits_total") == 1
+    held = sample(text, "colibri_files_cache_bytes")
+    assert held >= 4  # one.txt's body, kept in memory
+    with s2.conn() as c:
+        c.send(request("GET", "/f/big.txt"))
+        assert c.read_response().status == 200
+    # the second file's 3000 bytes (and maybe a compressed form) are held too
+    assert sample(scrape(s2), "colibri_files_cache_bytes") >= held + 3000
 
 
 def test_websockets_and_event_streams_open(make_server):

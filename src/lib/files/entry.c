@@ -41,6 +41,7 @@ static struct files_blob *blob_wrap(struct files *f, void *data, size_t len)
     b->data = data;
     b->used = &f->mem_used;
     atomic_fetch_add_explicit(b->used, len, memory_order_relaxed);
+    atomic_fetch_add_explicit(&files_cache_bytes, len, memory_order_relaxed);
     return b;
 }
 
@@ -61,6 +62,7 @@ static void blob_put(struct files_blob *b)
 {
     if (b && atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1) {
         atomic_fetch_sub_explicit(b->used, b->len, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&files_cache_bytes, b->len, memory_order_relaxed);
         free(b->data);
         free(b);
     }

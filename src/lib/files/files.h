@@ -140,6 +140,9 @@ void files_release_entry(void *e);
 extern __attribute__((visibility("hidden"))) void (*_Atomic files_release)(void *e);
 void files_count_miss(void);
 void files_stats_register(void);
+/* the bytes of files (and their compressed forms, listings) that every
+ * serve_files cache holds in memory now: each module's mem_used, summed */
+extern _Atomic uint64_t files_cache_bytes;
 /* entry.c: the precompressed sibling's extension per coding (".gz"), or
  * NULL; watch.c drops a file's entry when a sibling of it changes. */
 extern const char *const files_sibling_ext[HTTP_CODING_COUNT];

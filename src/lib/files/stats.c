@@ -1,4 +1,5 @@
-/* stats.c - serve_files' cache counted for the metrics: hits and misses.
+/* stats.c - serve_files' cache counted for the metrics: hits, misses, and
+ * the bytes it holds in memory.
  *
  * A miss builds an entry (entry_create, off the hot path): counted there
  * with an atomic add. A hit costs nothing extra while metrics are off:
@@ -22,6 +23,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct served *all; /* every thread's, never freed (they are counts) */
 static __thread struct served *mine;
 static _Atomic uint64_t misses;
+_Atomic uint64_t files_cache_bytes;
 
 void (*_Atomic files_release)(void *e) = files_release_entry;
 
@@ -67,6 +69,7 @@ static int render(struct strbuf *out)
     /* a miss is counted when its entry is built, its use when it is
      * released: a request at work may have the one and not yet the other */
     uint64_t hits = served > miss ? served - miss : 0;
+    uint64_t held = atomic_load_explicit(&files_cache_bytes, memory_order_relaxed);
     return strbuf_printf(out,
                          "# HELP colibri_files_cache_hits_total serve_files lookups answered from "
                          "the cache.\n# TYPE colibri_files_cache_hits_total counter\n"
@@ -74,8 +77,13 @@ static int render(struct strbuf *out)
                          "# HELP colibri_files_cache_misses_total serve_files lookups that "
                          "opened the file (or directory) anew.\n"
                          "# TYPE colibri_files_cache_misses_total counter\n"
-                         "colibri_files_cache_misses_total %llu\n",
-                         (unsigned long long)hits, (unsigned long long)miss);
+                         "colibri_files_cache_misses_total %llu\n"
+                         "# HELP colibri_files_cache_bytes Bytes of files serve_files holds "
+                         "in memory (bodies, their compressed forms, listings).\n"
+                         "# TYPE colibri_files_cache_bytes gauge\n"
+                         "colibri_files_cache_bytes %llu\n",
+                         (unsigned long long)hits, (unsigned long long)miss,
+                         (unsigned long long)held);
 }
 
 void files_stats_register(void)
