@@ -8,6 +8,7 @@
  * config generation: a reload's old and new groups of one name (or two
  * routes to one address) are summed into one series. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,7 @@ void gw_stats_answer(struct gw_upstream *up, int i, int64_t ms)
  * groups that have them. */
 struct row {
     const char *group, *server;
-    bool up;
+    uint64_t up; /* 1 or 0 */
     uint64_t requests, failures, time_ms, time[GW_TIME_BUCKETS + 1];
 };
 
@@ -81,6 +82,21 @@ static int labels(struct strbuf *out, const struct row *w, const char *extra)
     r |= strbuf_append_str(out, "\",server=\"");
     r |= label(out, w->server);
     r |= strbuf_printf(out, "\"%s}", extra);
+    return r;
+}
+
+/* One family of plain series: its HELP (and TYPE) text, then a line per
+ * row with the uint64_t at field. */
+static int family(struct strbuf *out, const char *name, const char *help, const struct row *rows,
+                  size_t n, size_t field)
+{
+    int r = strbuf_printf(out, "# HELP %s %s\n", name, help);
+    for (size_t k = 0; k < n; k++) {
+        r |= strbuf_append_str(out, name);
+        r |= labels(out, &rows[k], "");
+        r |= strbuf_printf(out, " %llu\n",
+                           (unsigned long long)*(const uint64_t *)((const char *)&rows[k] + field));
+    }
     return r;
 }
 
@@ -118,30 +134,18 @@ static int render(struct strbuf *out)
         }
     /* the names are the groups': written out before the lock goes */
     if (n) {
-        r |= strbuf_append_str(out, "# HELP colibri_upstream_up Whether the upstream server is "
-                                    "up (1) or marked down (0) by failures or its health check.\n"
-                                    "# TYPE colibri_upstream_up gauge\n");
-        for (size_t k = 0; k < n; k++) {
-            r |= strbuf_append_str(out, "colibri_upstream_up");
-            r |= labels(out, &rows[k], "");
-            r |= strbuf_printf(out, " %d\n", rows[k].up);
-        }
-        r |= strbuf_append_str(out, "# HELP colibri_upstream_requests_total Requests sent to the "
-                                    "upstream server (answered or failed).\n"
-                                    "# TYPE colibri_upstream_requests_total counter\n");
-        for (size_t k = 0; k < n; k++) {
-            r |= strbuf_append_str(out, "colibri_upstream_requests_total");
-            r |= labels(out, &rows[k], "");
-            r |= strbuf_printf(out, " %llu\n", (unsigned long long)rows[k].requests);
-        }
-        r |= strbuf_append_str(out, "# HELP colibri_upstream_failures_total Failed attempts on "
-                                    "the upstream server (connect, timeout, invalid answer).\n"
-                                    "# TYPE colibri_upstream_failures_total counter\n");
-        for (size_t k = 0; k < n; k++) {
-            r |= strbuf_append_str(out, "colibri_upstream_failures_total");
-            r |= labels(out, &rows[k], "");
-            r |= strbuf_printf(out, " %llu\n", (unsigned long long)rows[k].failures);
-        }
+        r |= family(out, "colibri_upstream_up",
+                    "Whether the upstream server is up (1) or marked down (0) by failures "
+                    "or its health check.\n# TYPE colibri_upstream_up gauge",
+                    rows, n, offsetof(struct row, up));
+        r |= family(out, "colibri_upstream_requests_total",
+                    "Requests sent to the upstream server (answered or failed).\n"
+                    "# TYPE colibri_upstream_requests_total counter",
+                    rows, n, offsetof(struct row, requests));
+        r |= family(out, "colibri_upstream_failures_total",
+                    "Failed attempts on the upstream server (connect, timeout, invalid "
+                    "answer).\n# TYPE colibri_upstream_failures_total counter",
+                    rows, n, offsetof(struct row, failures));
         r |= strbuf_append_str(out,
                                "# HELP colibri_upstream_response_seconds From the first connect "
                                "to the upstream's answer head.\n"
