@@ -179,6 +179,7 @@ TSAN_TESTS = $(addprefix tests/http/,test_concurrency.py test_shutdown.py test_r
 TSAN_DESELECT = \
     --deselect tests/http/test_proxy.py::test_under_the_sandbox \
     --deselect tests/http/test_proxy.py::test_reload_cannot_widen_the_sandbox \
+    --deselect tests/http/test_proxy_tls.py::test_under_the_sandbox \
     --deselect tests/http/test_wait.py::test_hello_and_file_fast_behind_a_waiting_stream \
     --deselect tests/http/test_wait.py::test_1000_streams_on_one_thread_and_hello_within_50ms
 
@@ -240,6 +241,7 @@ MEMCHECK_DESELECT = \
     --deselect tests/http/test_rules.py::test_auth_slow_hash_is_paid_once_per_client \
     --deselect tests/http/test_proxy.py::test_under_the_sandbox \
     --deselect tests/http/test_proxy.py::test_reload_cannot_widen_the_sandbox \
+    --deselect tests/http/test_proxy_tls.py::test_under_the_sandbox \
     --deselect tests/http/test_proxy.py::test_large_upload_and_download_bounded_memory \
     --deselect tests/http/test_proxy.py::test_slow_upstream_gives_504 \
     --deselect tests/http/test_proxy.py::test_all_servers_down_gives_502_at_once \

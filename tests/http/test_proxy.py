@@ -815,7 +815,6 @@ def test_upstream_config_errors(tmp_path, block, line, key, words):
     [
         ("", "proxy", ["to ="]),
         ("to = nowhere", "to", ["neither"]),
-        ("to = https://127.0.0.1:1", "to", ["https"]),
         ("to = http://127.0.0.1:1/path", "to", ["no path"]),
         ("to = 127.0.0.1:1\n        strip_prefix = perhaps", "strip_prefix", []),
         ("to = 127.0.0.1:1\n        preserve_host = 2", "preserve_host", []),

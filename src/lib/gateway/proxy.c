@@ -32,6 +32,7 @@
 #include "http/request.h"
 #include "http/status.h"
 #include "rt/tls.h"
+#include "gateway/uptls.h"
 #include "server/builtin.h"
 
 #define RELAY_BUF     (64 * 1024)
@@ -72,7 +73,7 @@ static void job_release_server(struct job *j)
 static void job_close(struct job *j)
 {
     if (j->fd >= 0)
-        close(j->fd);
+        gw_close(j->fd);
     j->fd = -1;
     job_release_server(j);
 }
@@ -397,8 +398,8 @@ static void tunnel(struct job *j)
         epoll_ctl(j->epfd, EPOLL_CTL_ADD, ctx->fd, &b) < 0)
         return;
     for (;;) {
-        bool client = tls_pending(ctx), upstream = false;
-        if (!client) {
+        bool client = tls_pending(ctx), upstream = gw_tls_pending(j->fd);
+        if (!client && !upstream) {
             int r = conn_wait_fd(ctx, j->epfd, CONN_WAIT_READ, j->pr->read_ms);
             if (r < 0)
                 return; /* idle through read_timeout, or stopping */
@@ -418,8 +419,8 @@ static void tunnel(struct job *j)
                     upstream = true;
         }
         if (upstream) {
-            ssize_t n = recv(j->fd, j->buf, RELAY_BUF, MSG_DONTWAIT);
-            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+            ssize_t n = gw_read_now(j->fd, j->buf, RELAY_BUF);
+            if (n == 0 || (n < 0 && n != -EAGAIN && n != -EINTR))
                 return;
             if (n > 0)
                 conn_write(ctx, j->buf, (size_t)n);
@@ -599,7 +600,7 @@ static int proxy_handler(struct colibri_request *req, struct colibri_response *r
              * sent again) pays a peek at the kept connection first */
             while ((j->fd = gw_pool_take(up, widx, (unsigned)j->srv)) >= 0 &&
                    req->body_kind != BODY_NONE && !gw_idle_alive(j->fd)) {
-                close(j->fd);
+                gw_close(j->fd);
                 j->fd = -1;
             }
             reused = j->fd >= 0;
@@ -607,12 +608,16 @@ static int proxy_handler(struct colibri_request *req, struct colibri_response *r
         fresh_retry = false;
         if (j->fd < 0) {
             int fd = gw_connect(ctx, s, pr->connect_ms);
+            if (fd >= 0 && up->tls)
+                fd = gw_tls_connect(ctx, up->tls, s->text, fd, pr->connect_ms);
             if (fd < 0) {
                 job_release_server(j);
                 if (fd == -ECANCELED)
                     return 503;
                 LOG_LIMITED(LOG_WARN, "proxy: upstream %s: connect: %s", s->text,
-                            fd == -ETIMEDOUT ? "timed out" : strerror(-fd));
+                            fd == -ETIMEDOUT ? "timed out"
+                            : fd == -EPROTO  ? "TLS handshake failed"
+                                             : strerror(-fd));
                 gw_failed(up, (unsigned)j->srv, worker_now_ms());
                 status = fd == -ETIMEDOUT ? 504 : 502;
                 if (tries_left-- && !body_started)
@@ -722,6 +727,62 @@ static int take_timeout(struct colibri_conf *sec, const char *key, int *out, cha
     return 0;
 }
 
+/* tls_verify, tls_ca, tls_server_name: for a "to = https://..." upstream,
+ * whose client context is made here. */
+static int take_tls(struct colibri_server *srv, struct colibri_conf *sec, struct colibri_conf *to,
+                    struct proxy_route *pr, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"tls_verify", "tls_ca", "tls_server_name"};
+    struct colibri_conf *c[3];
+    for (int i = 0; i < 3; i++)
+        c[i] = colibri_conf_take(sec, keys[i]);
+    bool https = pr->own_up && pr->up->https;
+    for (int i = 0; i < 3; i++)
+        if (c[i] && !https)
+            return colibri_conf_error(c[i], err, errlen, "needs 'to = https://HOST:PORT'");
+    if (!https)
+        return 0;
+    bool verify = true;
+    const char *ca = NULL, *name = NULL;
+    int r;
+    if (c[0] && (r = colibri_conf_bool(c[0], &verify, err, errlen)))
+        return r;
+    if (c[1]) {
+        ca = colibri_conf_value(c[1]);
+        if (!verify)
+            return colibri_conf_error(c[1], err, errlen, "has no use with 'tls_verify = false'");
+        if (!*ca || access(ca, R_OK))
+            return colibri_conf_error(c[1], err, errlen, "'%s': %s", ca,
+                                      *ca ? strerror(errno) : "expected a file");
+    }
+    if (c[2]) {
+        name = colibri_conf_value(c[2]);
+        size_t n = strlen(name);
+        bool ok = n > 0 && n < 254;
+        for (const char *q = name; *q && ok; q++)
+            ok = (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') ||
+                 *q == '.' || *q == '-' || *q == ':' || *q == '_';
+        if (!ok)
+            return colibri_conf_error(c[2], err, errlen, "'%s': expected a host name", name);
+    }
+    char why[512];
+    /* the CAs are read now; the system's folder also while verifying
+     * (OpenSSL looks certificates up there by hash): the sandbox lets them */
+    if (ca && colibri_server_allow_path(srv, ca, COLIBRI_PATH_READ, why, sizeof(why)))
+        return colibri_conf_error(c[1], err, errlen, "%s", why);
+    if (verify && !ca) {
+        const char *paths[2];
+        gw_tls_default_paths(&paths[0], &paths[1]);
+        for (int i = 0; i < 2; i++)
+            if (paths[i] && !access(paths[i], R_OK) &&
+                colibri_server_allow_path(srv, paths[i], COLIBRI_PATH_READ, why, sizeof(why)))
+                return colibri_conf_error(to, err, errlen, "%s", why);
+    }
+    if (gw_tls_new(&pr->up->tls, pr->up->tls_host, verify, ca, name, why, sizeof(why)))
+        return colibri_conf_error(c[1] ? c[1] : to, err, errlen, "%s", why);
+    return 0;
+}
+
 static int from_config(struct colibri_server *srv, struct colibri_conf *sec, char *err,
                        size_t errlen)
 {
@@ -773,6 +834,8 @@ static int from_config(struct colibri_server *srv, struct colibri_conf *sec, cha
         r = take_bool(sec, "buffer_response", &pr->buffer_response, err, errlen);
     if (!r && (c = colibri_conf_take(sec, "max_body")))
         r = colibri_conf_size(c, &pr->max_body, err, errlen);
+    if (!r)
+        r = take_tls(srv, sec, to, pr, err, errlen);
     char why[256];
     if (!r && pr->up && !pr->own_up && gw_upstream_start(pr->up, why, sizeof(why)))
         r = colibri_conf_error(sec, err, errlen, "%s", why);

@@ -4,6 +4,8 @@
  * disarmed), until it is closed. */
 #include "gateway/upio.h"
 
+#include "gateway/uptls.h"
+
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -45,6 +47,8 @@ int gw_connect(struct conn_ctx *ctx, const struct gw_server *s, int timeout_ms)
 
 int gw_writev(struct conn_ctx *ctx, int fd, struct iovec *iov, int iovcnt, int timeout_ms)
 {
+    if (gw_tls_on(fd))
+        return gw_tls_writev(ctx, fd, iov, iovcnt, timeout_ms);
     while (iovcnt > 0) {
         if (!iov->iov_len) {
             iov++, iovcnt--;
@@ -83,6 +87,8 @@ int gw_write(struct conn_ctx *ctx, int fd, const void *p, size_t len, int timeou
 
 ssize_t gw_read(struct conn_ctx *ctx, int fd, void *buf, size_t cap, int timeout_ms)
 {
+    if (gw_tls_on(fd))
+        return gw_tls_read(ctx, fd, buf, cap, timeout_ms);
     for (;;) {
         ssize_t n = recv(fd, buf, cap, MSG_DONTWAIT);
         if (n >= 0)
@@ -100,7 +106,7 @@ ssize_t gw_read(struct conn_ctx *ctx, int fd, void *buf, size_t cap, int timeout
 ssize_t gw_read_ready(struct conn_ctx *ctx, int fd, void *buf, size_t cap, int timeout_ms,
                       bool *drained)
 {
-    if (*drained) {
+    if (*drained && !gw_tls_pending(fd)) {
         int r = conn_wait_fd_kept(ctx, fd, CONN_WAIT_READ, timeout_ms);
         if (r < 0)
             return r;
@@ -112,7 +118,23 @@ ssize_t gw_read_ready(struct conn_ctx *ctx, int fd, void *buf, size_t cap, int t
 
 bool gw_idle_alive(int fd)
 {
+    if (gw_tls_on(fd))
+        return gw_tls_idle_alive(fd);
     char c;
     ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
     return n < 0 && errno == EAGAIN;
+}
+
+ssize_t gw_read_now(int fd, void *buf, size_t cap)
+{
+    if (gw_tls_on(fd))
+        return gw_tls_read_now(fd, buf, cap);
+    ssize_t n = recv(fd, buf, cap, MSG_DONTWAIT);
+    return n < 0 ? -errno : n;
+}
+
+void gw_close(int fd)
+{
+    gw_tls_drop(fd);
+    close(fd);
 }

@@ -31,3 +31,9 @@ ssize_t gw_read_ready(struct conn_ctx *ctx, int fd, void *buf, size_t cap, int t
 /* Whether an idle pooled connection still looks usable (no end of stream,
  * no stray bytes, no error), without waiting. */
 bool gw_idle_alive(int fd);
+/* A read that does not wait: > 0, 0 at the end, -EAGAIN when nothing is
+ * there, or -errno. */
+ssize_t gw_read_now(int fd, void *buf, size_t cap);
+/* Closes an upstream socket (and frees its TLS session, if it has one):
+ * every upstream socket is closed by this. */
+void gw_close(int fd);

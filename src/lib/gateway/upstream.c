@@ -2,6 +2,8 @@
  * upstream.h). */
 #include "gateway/upstream.h"
 
+#include "gateway/uptls.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
@@ -268,24 +270,34 @@ int gw_upstream_single(struct colibri_conf *to, const char *addr, struct gw_upst
         return colibri_conf_error(to, err, errlen, "out of memory");
     char why[512];
     const char *a = addr;
-    if (!strncmp(a, "http://", 7)) {
-        a += 7;
+    bool https = !strncmp(a, "https://", 8);
+    if (https || !strncmp(a, "http://", 7)) {
+        a += https ? 8 : 7;
         if (strchr(a, '/') || strchr(a, '?'))
             return gw_upstream_free(up),
                    colibri_conf_error(to, err, errlen, "'%s': no path after the address", addr);
-        /* http://host without a port: 80 */
+        /* http://host without a port: 80, https://host: 443 */
         char withport[300];
         if (a[0] != '[' ? !strchr(a, ':') : !strstr(a, "]:")) {
-            snprintf(withport, sizeof(withport), "%s:80", a);
+            snprintf(withport, sizeof(withport), "%s:%s", a, https ? "443" : "80");
             a = withport;
         }
         if (parse_addr(a, &up->servers[0], why, sizeof(why))) {
             gw_upstream_free(up);
             return colibri_conf_error(to, err, errlen, "%s", why);
         }
-    } else if (!strncmp(a, "https://", 8)) {
-        gw_upstream_free(up);
-        return colibri_conf_error(to, err, errlen, "https:// upstreams are not supported yet");
+        if (https) {
+            /* the host's name (an address: without its brackets) for SNI and verification */
+            const char *h = a[0] == '[' ? a + 1 : a;
+            size_t hl = a[0] == '[' ? strcspn(h, "]") : strcspn(h, ":");
+            if (hl >= sizeof(up->tls_host)) {
+                gw_upstream_free(up);
+                return colibri_conf_error(to, err, errlen, "'%s': host name too long", addr);
+            }
+            memcpy(up->tls_host, h, hl);
+            up->tls_host[hl] = '\0';
+            up->https = true;
+        }
     } else if (parse_addr(a, &up->servers[0], why, sizeof(why))) {
         gw_upstream_free(up);
         return colibri_conf_error(to, err, errlen,
@@ -449,6 +461,7 @@ void gw_pool_put(struct gw_upstream *up, unsigned worker, unsigned i, int fd)
     if (p && !p->fds)
         p->fds = malloc(up->keepalive * sizeof(int));
     if (!p || !p->fds || p->n >= up->keepalive) {
+        gw_tls_drop(fd);
         close(fd);
         return;
     }
@@ -594,8 +607,10 @@ void gw_upstream_free(void *arg)
         if (!sl)
             continue;
         for (unsigned i = 0; i < up->n; i++) {
-            for (unsigned k = 0; k < sl->pools[i].n; k++)
+            for (unsigned k = 0; k < sl->pools[i].n; k++) {
+                gw_tls_drop(sl->pools[i].fds[k]);
                 close(sl->pools[i].fds[k]);
+            }
             free(sl->pools[i].fds);
         }
         free(sl);
@@ -603,6 +618,7 @@ void gw_upstream_free(void *arg)
     free(up->servers);
     free(up->hash_header);
     free(up->health_check);
+    gw_tls_free(up->tls);
     free(up->name);
     free(up);
 }

@@ -70,6 +70,9 @@ struct gw_upstream {
     unsigned max_fails;
     uint64_t fail_timeout_ms;
     char *health_check; /* a path, or NULL */
+    bool https;         /* "to = https://...": tls_host is its host */
+    char tls_host[256];
+    struct gw_tls *tls; /* https: the client context (uptls.h), freed with the group */
     uint64_t health_interval_ms;
     struct gw_worker_slot *slots[GW_WORKERS_MAX];
     /* the active check's thread */
