@@ -226,7 +226,12 @@ bool gw_tls_on(int fd)
 int gw_tls_writev(struct conn_ctx *ctx, int fd, struct iovec *iov, int iovcnt, int timeout_ms)
 {
     SSL *ssl = ssl_of(fd);
-    char rec[16384];
+    /* on the coroutine's stack (32 KiB, OpenSSL's write path below it):
+     * kept small. Not thread-local: a retry after a wait sends these bytes
+     * again, and another connection of the thread runs meanwhile. 16 KiB
+     * here overflowed the stack once a fault library's backtrace() was
+     * added under write() (check-faults) */
+    char rec[4096];
     while (iovcnt > 0) {
         /* small pieces go as one record */
         const char *p;
