@@ -669,8 +669,7 @@ static int fcgi_handler(struct colibri_request *req, struct colibri_response *re
     j->reused = j->drained = j->body_kept = false;
     j->body_len = 0;
     if (colibri_defer(req, fjob_end, j)) {
-        fjob_free(j);
-        return 503;
+        return 503; /* the end ran at once: the job is back (kept or freed) */
     }
     struct script *s = &j->s;
     int st = find_script(req, fr, s);

@@ -558,8 +558,7 @@ static int proxy_handler(struct colibri_request *req, struct colibri_response *r
     *j = (struct job){
         .req = req, .pr = pr, .fd = -1, .srv = -1, .epfd = -1, .buf = j->buf, .head = j->head};
     if (colibri_defer(req, job_end, j)) {
-        job_free(j);
-        return 503;
+        return 503; /* the end ran at once: the job is back (kept or freed) */
     }
     req->max_body = pr->max_body ? pr->max_body : UINT64_MAX;
     if (req->body_kind == BODY_LENGTH && req->body_left > req->max_body) {

@@ -54,6 +54,8 @@ static SSL *ssl_of(int fd)
 static int new_session(SSL *ssl, SSL_SESSION *sess)
 {
     struct gw_tls *t = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+    if (!t)
+        return 0; /* not kept: OpenSSL frees it */
     pthread_mutex_lock(&t->lock);
     SSL_SESSION *old = t->sess;
     t->sess = sess;
@@ -82,7 +84,10 @@ int gw_tls_new(struct gw_tls **out, const char *host, bool verify, const char *c
         gw_tls_free(t);
         return snprintf(why, whylen, "cannot make a TLS context"), -EINVAL;
     }
-    SSL_CTX_set_app_data(t->ctx, t);
+    if (!SSL_CTX_set_app_data(t->ctx, t)) { /* new_session() needs it */
+        gw_tls_free(t);
+        return snprintf(why, whylen, "out of memory"), -EINVAL;
+    }
     SSL_CTX_set_min_proto_version(t->ctx, TLS1_2_VERSION);
     SSL_CTX_set_options(t->ctx, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
     SSL_CTX_set_mode(t->ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
