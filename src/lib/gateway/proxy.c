@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "gateway/proxy.h"
 #include "gateway/uphead.h"
 #include "gateway/upio.h"
 #include "gateway/upstream.h"
@@ -38,16 +39,6 @@
 #define RELAY_BUF     (64 * 1024)
 #define RESP_HEAD_MAX (16 * 1024)
 #define BUFFER_MAX    (8 << 20) /* buffer_response: larger answers stream */
-
-struct proxy_route {
-    struct gw_upstream *up;
-    bool own_up; /* a group made from a "to" address: freed with the route */
-    size_t prefix_len;
-    bool strip_prefix, preserve_host, websocket, buffer_response;
-    int connect_ms, read_ms, send_ms;
-    unsigned retries;
-    uint64_t max_body;
-};
 
 /* One request's state, on the handler's stack; the defer closes what it holds. */
 struct job {
@@ -547,7 +538,7 @@ static int relay(struct job *j, struct gw_resp_head *h, size_t hlen, bool upgrad
     return h->status;
 }
 
-static int proxy_handler(struct colibri_request *req, struct colibri_response *resp, void *data)
+int proxy_handler(struct colibri_request *req, struct colibri_response *resp, void *data)
 {
     struct proxy_route *pr = data;
     struct gw_upstream *up = pr->up;
@@ -687,164 +678,3 @@ static int proxy_handler(struct colibri_request *req, struct colibri_response *r
         return status;
     }
 }
-
-/* --- config ------------------------------------------------------------------------ */
-
-static const struct colibri_handler proxy_h = {
-    .name = "proxy",
-    .fn = proxy_handler,
-    .methods = (1u << COLIBRI_METHOD_COUNT) - 1,
-};
-
-static void route_free(void *arg)
-{
-    struct proxy_route *pr = arg;
-    if (pr->own_up)
-        gw_upstream_free(pr->up);
-    free(pr);
-}
-
-static int take_bool(struct colibri_conf *sec, const char *key, bool *out, char *err, size_t errlen)
-{
-    struct colibri_conf *c = colibri_conf_take(sec, key);
-    return c ? colibri_conf_bool(c, out, err, errlen) : 0;
-}
-
-static int take_timeout(struct colibri_conf *sec, const char *key, int *out, char *err,
-                        size_t errlen)
-{
-    struct colibri_conf *c = colibri_conf_take(sec, key);
-    uint64_t ms;
-    if (!c)
-        return 0;
-    int r = colibri_conf_duration_ms(c, &ms, err, errlen);
-    if (r)
-        return r;
-    if (ms < 1 || ms > 86400000)
-        return colibri_conf_error(c, err, errlen, "must be between 1ms and a day");
-    *out = (int)ms;
-    return 0;
-}
-
-/* tls_verify, tls_ca, tls_server_name: for a "to = https://..." upstream,
- * whose client context is made here. */
-static int take_tls(struct colibri_server *srv, struct colibri_conf *sec, struct colibri_conf *to,
-                    struct proxy_route *pr, char *err, size_t errlen)
-{
-    static const char *const keys[] = {"tls_verify", "tls_ca", "tls_server_name"};
-    struct colibri_conf *c[3];
-    for (int i = 0; i < 3; i++)
-        c[i] = colibri_conf_take(sec, keys[i]);
-    bool https = pr->own_up && pr->up->https;
-    for (int i = 0; i < 3; i++)
-        if (c[i] && !https)
-            return colibri_conf_error(c[i], err, errlen, "needs 'to = https://HOST:PORT'");
-    if (!https)
-        return 0;
-    bool verify = true;
-    const char *ca = NULL, *name = NULL;
-    int r;
-    if (c[0] && (r = colibri_conf_bool(c[0], &verify, err, errlen)))
-        return r;
-    if (c[1]) {
-        ca = colibri_conf_value(c[1]);
-        if (!verify)
-            return colibri_conf_error(c[1], err, errlen, "has no use with 'tls_verify = false'");
-        if (!*ca || access(ca, R_OK))
-            return colibri_conf_error(c[1], err, errlen, "'%s': %s", ca,
-                                      *ca ? strerror(errno) : "expected a file");
-    }
-    if (c[2]) {
-        name = colibri_conf_value(c[2]);
-        size_t n = strlen(name);
-        bool ok = n > 0 && n < 254;
-        for (const char *q = name; *q && ok; q++)
-            ok = (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') ||
-                 *q == '.' || *q == '-' || *q == ':' || *q == '_';
-        if (!ok)
-            return colibri_conf_error(c[2], err, errlen, "'%s': expected a host name", name);
-    }
-    char why[512];
-    /* the CAs are read now; the system's folder also while verifying
-     * (OpenSSL looks certificates up there by hash): the sandbox lets them */
-    if (ca && colibri_server_allow_path(srv, ca, COLIBRI_PATH_READ, why, sizeof(why)))
-        return colibri_conf_error(c[1], err, errlen, "%s", why);
-    if (verify && !ca) {
-        const char *paths[2];
-        gw_tls_default_paths(&paths[0], &paths[1]);
-        for (int i = 0; i < 2; i++)
-            if (paths[i] && !access(paths[i], R_OK) &&
-                colibri_server_allow_path(srv, paths[i], COLIBRI_PATH_READ, why, sizeof(why)))
-                return colibri_conf_error(to, err, errlen, "%s", why);
-    }
-    if (gw_tls_new(&pr->up->tls, pr->up->tls_host, verify, ca, name, why, sizeof(why)))
-        return colibri_conf_error(c[1] ? c[1] : to, err, errlen, "%s", why);
-    return 0;
-}
-
-static int from_config(struct colibri_server *srv, struct colibri_conf *sec, char *err,
-                       size_t errlen)
-{
-    const char *prefix = colibri_conf_value(sec);
-    if (prefix[0] != '/' || strchr(prefix, ' '))
-        return colibri_conf_error(sec, err, errlen, "expected 'proxy PREFIX { to = UPSTREAM }'");
-    struct proxy_route *pr = calloc(1, sizeof(*pr));
-    if (!pr)
-        return colibri_conf_error(sec, err, errlen, "out of memory");
-    *pr = (struct proxy_route){
-        .websocket = true, .connect_ms = 5000, .read_ms = 60000, .send_ms = 60000, .retries = 2};
-    pr->prefix_len = strlen(prefix);
-    if (prefix[pr->prefix_len - 1] == '/')
-        pr->prefix_len--;
-    int r = 0;
-    struct colibri_conf *to = colibri_conf_take(sec, "to"), *c;
-    if (!to) {
-        r = colibri_conf_error(sec, err, errlen, "needs 'to = UPSTREAM or ADDRESS'");
-    } else {
-        const char *v = colibri_conf_value(to);
-        pr->up = builtin_find(srv, "upstream", v);
-        if (!pr->up) {
-            r = gw_upstream_single(to, v, &pr->up, err, errlen);
-            pr->own_up = !r;
-            char why[256];
-            if (!r && builtin_allow_connect(srv, (const struct sockaddr *)&pr->up->servers[0].addr,
-                                            why, sizeof(why)))
-                r = colibri_conf_error(to, err, errlen, "%s", why);
-        }
-    }
-    if (!r)
-        r = take_bool(sec, "strip_prefix", &pr->strip_prefix, err, errlen);
-    if (!r)
-        r = take_bool(sec, "preserve_host", &pr->preserve_host, err, errlen);
-    if (!r)
-        r = take_timeout(sec, "connect_timeout", &pr->connect_ms, err, errlen);
-    if (!r)
-        r = take_timeout(sec, "read_timeout", &pr->read_ms, err, errlen);
-    if (!r)
-        r = take_timeout(sec, "send_timeout", &pr->send_ms, err, errlen);
-    if (!r && (c = colibri_conf_take(sec, "retries"))) {
-        long v;
-        if (!(r = colibri_conf_int(c, 0, GW_SERVERS_MAX, &v, err, errlen)))
-            pr->retries = (unsigned)v;
-    }
-    if (!r)
-        r = take_bool(sec, "websocket", &pr->websocket, err, errlen);
-    if (!r)
-        r = take_bool(sec, "buffer_response", &pr->buffer_response, err, errlen);
-    if (!r && (c = colibri_conf_take(sec, "max_body")))
-        r = colibri_conf_size(c, &pr->max_body, err, errlen);
-    if (!r)
-        r = take_tls(srv, sec, to, pr, err, errlen);
-    char why[256];
-    if (!r && pr->up && !pr->own_up && gw_upstream_start(pr->up, why, sizeof(why)))
-        r = colibri_conf_error(sec, err, errlen, "%s", why);
-    if (r) {
-        route_free(pr);
-        return r;
-    }
-    if (colibri_server_add_route(srv, prefix, &proxy_h, pr, route_free, why, sizeof(why)))
-        return colibri_conf_error(sec, err, errlen, "%s", why);
-    return 0;
-}
-
-BUILTIN_MODULE(proxy) = {.name = "proxy", .from_config = from_config};

@@ -714,3 +714,18 @@ void gw_spare_put(const struct gw_spare *s, void *job, bool keep)
     }
     s->free_job(job);
 }
+
+int gw_take_timeout(struct colibri_conf *sec, const char *key, int *out, char *err, size_t errlen)
+{
+    struct colibri_conf *c = colibri_conf_take(sec, key);
+    uint64_t ms;
+    if (!c)
+        return 0;
+    int r = colibri_conf_duration_ms(c, &ms, err, errlen);
+    if (r)
+        return r;
+    if (ms < 1 || ms > 86400000)
+        return colibri_conf_error(c, err, errlen, "must be between 1ms and a day");
+    *out = (int)ms;
+    return 0;
+}

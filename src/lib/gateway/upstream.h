@@ -139,3 +139,7 @@ void *gw_spare_get(const struct gw_spare *s);
 /* Keeps job for the worker's next gw_spare_get() if keep is true and the
  * worker keeps none of its kind; frees it otherwise. */
 void gw_spare_put(const struct gw_spare *s, void *job, bool keep);
+
+/* A timeout key of a proxy or fastcgi section (1 ms to a day) into *out,
+ * left alone when the key is absent: 0 or a config error. */
+int gw_take_timeout(struct colibri_conf *sec, const char *key, int *out, char *err, size_t errlen);
