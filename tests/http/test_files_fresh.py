@@ -275,6 +275,8 @@ def test_changes_under_load(make_server, root):
     bodies = {n: [body_of(sz, 10 * i + k) for k, sz in enumerate(sizes)] for i, (n, (sizes, _)) in enumerate(versions.items())}
     for n in versions:
         (root / n).write_bytes(bodies[n][0])
+    inplace_txt = bodies["inplace.txt"]
+    allowed = [{0} | {v[i] for v in inplace_txt if i < len(v)} for i in range(max(map(len, inplace_txt)))]
     s = make_server(site=site(root), threads="2")
     stop = threading.Event()
     last = {n: 0 for n in versions}
@@ -339,9 +341,14 @@ def test_changes_under_load(make_server, root):
             if r.body in bodies[n]:
                 with lock:
                     stats["ok"] += 1
-            elif n == "inplace.txt" and any(v.startswith(r.body) for v in bodies[n]):
-                # built while the writer was between truncate and write: a
-                # prefix (an empty file included), consistent with its length
+            elif n == "inplace.txt" and len(r.body) <= len(allowed) and all(b in allowed[i] for i, b in enumerate(r.body)):
+                # read while the writer was between truncate and write, or
+                # mid-write: the kernel gives a read no atomicity against a
+                # write to the same pages (a copy can tear at any byte, a
+                # truncated page reads as zeros), so each byte is one of some
+                # version's at its offset, or 0; never another file's or
+                # stale memory (seen under valgrind, whose pace widens the
+                # window)
                 with lock:
                     stats["torn_inplace"] += 1
             elif n == "inplace.bin":
