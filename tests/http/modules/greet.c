@@ -320,12 +320,19 @@ static int upload(struct colibri_request *req, struct colibri_response *resp, vo
         uint64_t seen = 0;
         char links[24] = "-";
         if (part.fd >= 0) {
-            static __thread unsigned char buf[65536];
+            /* from the heap, not a __thread array: a dlopen()ed module's
+             * thread-local storage is allocated by glibc on first touch,
+             * and glibc ends the process when that allocation fails */
+            enum { BUF = 65536 };
+            unsigned char *buf = malloc(BUF);
+            if (!buf)
+                return 500;
             ssize_t n;
-            while ((n = read(part.fd, buf, sizeof(buf))) > 0) {
+            while ((n = read(part.fd, buf, BUF)) > 0) {
                 sum = adler32(sum, buf, (size_t)n);
                 seen += (uint64_t)n;
             }
+            free(buf);
             struct stat st;
             if (fstat(part.fd, &st) == 0)
                 snprintf(links, sizeof(links), "%lu", (unsigned long)st.st_nlink);
