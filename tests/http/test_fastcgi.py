@@ -415,3 +415,51 @@ def test_kept_connections_closed_by_php_fpm_are_replaced(make_server, tmp_path):
             proc.wait(5)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def test_kept_connection_closed_by_php_fpm_is_closed_at_once(make_server, tmp_path):
+    # pm.max_requests = 1: a PHP-FPM child exits after each request, closing
+    # the connection colibri kept: the worker's epoll sees it and closes it
+    # at once (the server's fd count comes back), not when a later request
+    # would find it dead
+    www = tmp_path / "w"
+    www.mkdir()
+    (www / "hi.php").write_text('<?php echo "hi";')
+    sock = tmp_path / "f.sock"
+    conf = tmp_path / "f.conf"
+    user = "user = root\ngroup = root\n" if os.geteuid() == 0 else ""
+    conf.write_text(
+        "[global]\npid = %s\nerror_log = %s\ndaemonize = no\n"
+        "[www]\n%slisten = %s\npm = static\npm.max_children = 1\npm.max_requests = 1\n"
+        % (tmp_path / "f.pid", tmp_path / "f.log", user, sock)
+    )
+    args = [FPM, "-n", "-y", str(conf)] + (["-R"] if os.geteuid() == 0 else [])
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def fds():
+        return len(os.listdir("/proc/%d/fd" % srv.proc.pid))
+
+    def settles_to(n, within):
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline and fds() != n:
+            time.sleep(0.02)
+        return fds() == n
+
+    try:
+        deadline = time.monotonic() + 10
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        body = "site {\n    fastcgi / {\n        to = unix:%s\n        root = %s\n    }\n}\n" % (sock, www)
+        srv = make_server(site=body, threads="1")
+        base = fds()
+        for i in range(4):
+            r, data = get(srv, "/hi.php")
+            assert (r.status, data) == (200, b"hi"), i
+            assert settles_to(base, 3.0), (i, fds(), base)
+        assert "fastcgi" not in srv.stderr(), srv.stderr()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()

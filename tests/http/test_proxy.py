@@ -364,6 +364,126 @@ def test_upstream_closing_a_kept_connection(make_server, upstreams):
     assert "marked down" not in srv.stderr() and "answered 502" not in srv.stderr()
 
 
+def fd_count(srv):
+    return len(os.listdir("/proc/%d/fd" % srv.proc.pid))
+
+
+def settles_to(srv, n, within=3.0):
+    """Whether the server's fd count comes to n within the time given."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if fd_count(srv) == n:
+            return True
+        time.sleep(0.02)
+    return fd_count(srv) == n
+
+
+def test_pooled_connection_closed_by_the_upstream_is_closed_at_once(make_server, upstreams):
+    # nginx's keepalive cache does the same: an idle pooled connection is
+    # watched, and closed as soon as its upstream closes it
+    up = upstreams()
+    srv = make_server(
+        site=proxy_site(one_proxy("app", strip_prefix="true"), "upstream app {\n    server %s\n    keepalive = 4\n}\n" % up.addr),
+        threads="1",
+    )
+    base = fd_count(srv)
+    for i in range(3):
+        r, body = get(srv, "/api/echo")
+        assert r.status == 200
+        assert settles_to(srv, base + 1)  # one kept: the client's is gone
+        t0 = time.monotonic()
+        r, body = get(srv, "/api/once")  # the upstream closes it 50 ms after answering
+        assert r.status == 200 and body == b"once from A"
+        # closed without waiting for a request to find it dead
+        assert settles_to(srv, base), (i, fd_count(srv), base)
+        assert time.monotonic() - t0 < 2
+    st = up.stats()
+    assert st["connections"] == 3 and st["requests"] == 6, st
+    assert "proxy:" not in srv.stderr(), srv.stderr()
+
+
+def test_pooled_connection_sent_stray_bytes_is_closed(make_server, upstreams):
+    up = upstreams()
+    srv = make_server(
+        site=proxy_site(one_proxy("app", strip_prefix="true"), "upstream app {\n    server %s\n}\n" % up.addr),
+        threads="1",
+    )
+    base = fd_count(srv)
+    r, body = get(srv, "/api/stray?ms=200")
+    assert r.status == 200 and body == b"stray"
+    assert settles_to(srv, base + 1)
+    # 200 ms later the upstream sends an answer nobody asked for: the
+    # connection is closed at once, not kept to mix it into a later answer
+    assert settles_to(srv, base, 2.0), (fd_count(srv), base)
+    r, body = get(srv, "/api/echo")
+    assert r.status == 200 and json.loads(body)["target"] == "/echo"
+    assert up.stats()["connections"] == 2
+
+
+def test_upstream_keepalive_timeout(make_server, upstreams):
+    up = upstreams()
+    srv = make_server(
+        site=proxy_site(
+            one_proxy("app", strip_prefix="true"),
+            "upstream app {\n    server %s\n    keepalive_timeout = 300ms\n}\n" % up.addr,
+        ),
+        threads="1",
+    )
+    base = fd_count(srv)
+    r, body = get(srv, "/api/echo")
+    assert r.status == 200
+    assert settles_to(srv, base + 1)
+    t0 = time.monotonic()
+    # the worker's tick (once a second) closes it once it idled 300 ms
+    assert settles_to(srv, base, 3.0)
+    assert time.monotonic() - t0 < 2.5
+    assert get(srv, "/api/echo")[0].status == 200
+    # two requests in quick succession share one connection
+    assert get(srv, "/api/echo")[0].status == 200
+    assert up.stats()["connections"] == 2
+
+
+def test_a_kept_connection_lost_under_a_request(make_server, upstreams):
+    # the upstream reads the request on a kept connection and closes it
+    # without an answer (as when it closes an idle connection just as the
+    # request comes, or dies on it): an idempotent request goes again on a
+    # fresh connection; a POST is not sent twice (it may have been acted
+    # on): 502, as nginx does; neither marks the server down
+    up = upstreams()
+    srv = make_server(
+        site=proxy_site(one_proxy("app", strip_prefix="true"), "upstream app {\n    server %s\n    max_fails = 1\n}\n" % up.addr),
+        threads="1",
+    )
+    r, body = get(srv, "/api/lost")  # a fresh connection: answered, then kept
+    assert (r.status, body) == (200, b"GET from A")
+    r, body = get(srv, "/api/lost", method="DELETE")
+    assert (r.status, body) == (200, b"DELETE from A")
+    assert up.hits("/lost") == 3  # once lost on the kept connection, once fresh
+    r, body = get(srv, "/api/lost", method="POST")
+    assert r.status == 502
+    assert up.hits("/lost") == 4  # not sent again
+    assert "not idempotent" in srv.stderr()
+    # the server is not marked down: the next request is answered
+    r, body = get(srv, "/api/lost", method="POST")
+    assert (r.status, body) == (200, b"POST from A")
+    assert "marked down" not in srv.stderr()
+
+
+def test_a_post_never_meets_a_closed_kept_connection(make_server, upstreams):
+    up = upstreams()
+    srv = make_server(
+        site=proxy_site(one_proxy("app", strip_prefix="true"), "upstream app {\n    server %s\n}\n" % up.addr),
+        threads="1",
+    )
+    for i in range(5):
+        assert get(srv, "/api/once")[0].status == 200
+        time.sleep(0.06 + 0.02 * i)
+        # closed by the watch, or found closed by the peek a POST pays
+        r, body = get(srv, "/api/echo", method="POST", body=b"x" * i)
+        assert r.status == 200 and json.loads(body)["body_len"] == i, i
+    assert "proxy:" not in srv.stderr(), srv.stderr()
+
+
 @pytest.mark.parametrize("buffered", [False, True])
 def test_buffer_response(make_server, upstreams, buffered):
     up = upstreams()
@@ -796,6 +916,9 @@ def test_reload_cannot_widen_the_sandbox(make_server, upstreams):
         ("upstream app {\n    server 127.0.0.1:1\n    balance = random\n}\n", 3, "balance", ["round_robin"]),
         ("upstream app {\n    server 127.0.0.1:1\n    hash_key = header:X\n}\n", 3, "hash_key", ["balance = hash"]),
         ("upstream app {\n    server 127.0.0.1:1\n    keepalive = -1\n}\n", 3, "keepalive", []),
+        ("upstream app {\n    server 127.0.0.1:1\n    keepalive_timeout = 0s\n}\n", 3, "keepalive_timeout", ["between"]),
+        ("upstream app {\n    server 127.0.0.1:1\n    keepalive_timeout = soon\n}\n", 3, "keepalive_timeout", []),
+        ("upstream app {\n    server 127.0.0.1:1\n    keepalive_timeout = 2d\n}\n", 3, "keepalive_timeout", ["between"]),
         ("upstream app {\n    server 127.0.0.1:1\n    max_fails = x\n}\n", 3, "max_fails", []),
         ("upstream app {\n    server 127.0.0.1:1\n    fail_timeout = 0s\n}\n", 3, "fail_timeout", []),
         ("upstream app {\n    server 127.0.0.1:1\n    health_check = healthz\n}\n", 3, "health_check", []),

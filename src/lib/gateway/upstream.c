@@ -2,6 +2,7 @@
  * upstream.h). */
 #include "gateway/upstream.h"
 
+#include "gateway/upio.h"
 #include "gateway/uptls.h"
 
 #include <arpa/inet.h>
@@ -27,7 +28,10 @@
 struct gw_worker_slot {
     uint64_t rr; /* the round robin's position */
     struct gw_pool {
-        int *fds;
+        struct gw_idle {
+            int fd;
+            uint64_t since_ms; /* put back then (worker_now_ms) */
+        } * idle;              /* oldest first */
         unsigned n;
     } pools[]; /* by server */
 };
@@ -117,6 +121,7 @@ static struct gw_upstream *new_group(const char *name, unsigned n)
     up->servers = calloc(n ? n : 1, sizeof(*up->servers));
     up->balance = GW_ROUND_ROBIN;
     up->keepalive = 32;
+    up->keepalive_timeout_ms = 60000;
     up->max_fails = 1;
     up->fail_timeout_ms = 10000;
     up->health_interval_ms = 5000;
@@ -230,6 +235,8 @@ int gw_upstream_from_config(struct colibri_conf *sec, struct gw_upstream **out, 
     }
     if (!r)
         r = take_uint(sec, "keepalive", 0, 4096, &up->keepalive, err, errlen);
+    if (!r)
+        r = take_ms(sec, "keepalive_timeout", 1, &up->keepalive_timeout_ms, err, errlen);
     if (!r)
         r = take_uint(sec, "max_fails", 0, 1000, &up->max_fails, err, errlen);
     if (!r)
@@ -451,21 +458,85 @@ int gw_pool_take(struct gw_upstream *up, unsigned worker, unsigned i)
     struct gw_worker_slot *sl = worker < GW_WORKERS_MAX ? up->slots[worker] : NULL;
     if (!sl || !sl->pools[i].n)
         return -1;
-    return sl->pools[i].fds[--sl->pools[i].n]; /* the most recent: warmest */
+    struct gw_pool *p = &sl->pools[i];
+    struct gw_idle e = p->idle[--p->n]; /* the most recent: warmest */
+    if (worker_now_ms() - e.since_ms < up->keepalive_timeout_ms)
+        return e.fd;
+    /* the tick has not come yet: this one and all older are too old */
+    gw_close(e.fd);
+    while (p->n)
+        gw_close(p->idle[--p->n].fd);
+    return -1;
 }
 
-void gw_pool_put(struct gw_upstream *up, unsigned worker, unsigned i, int fd)
+void gw_pool_put(struct gw_upstream *up, struct conn_ctx *ctx, unsigned i, int fd)
 {
-    struct gw_worker_slot *sl = up->keepalive ? slot_of(up, worker) : NULL;
+    struct gw_worker_slot *sl = up->keepalive ? slot_of(up, conn_worker_index(ctx)) : NULL;
     struct gw_pool *p = sl ? &sl->pools[i] : NULL;
-    if (p && !p->fds)
-        p->fds = malloc(up->keepalive * sizeof(int));
-    if (!p || !p->fds || p->n >= up->keepalive) {
-        gw_tls_drop(fd);
-        close(fd);
+    if (p && !p->idle)
+        p->idle = malloc(up->keepalive * sizeof(*p->idle));
+    if (!p || !p->idle || p->n >= up->keepalive || conn_watch_idle(ctx, fd) < 0) {
+        gw_close(fd);
         return;
     }
-    p->fds[p->n++] = fd;
+    p->idle[p->n++] = (struct gw_idle){.fd = fd, .since_ms = worker_now_ms()};
+    conn_want_idle_tick(ctx);
+}
+
+struct idle_walk {
+    unsigned worker;
+    int fd;    /* the fd an event came for, or -1: the tick */
+    bool keep; /* fd: found alive; tick: some pool still holds one */
+    uint64_t now;
+};
+
+static void pool_drop(struct gw_pool *p, unsigned k)
+{
+    gw_close(p->idle[k].fd);
+    memmove(&p->idle[k], &p->idle[k + 1], (p->n - k - 1) * sizeof(*p->idle));
+    p->n--;
+}
+
+static void idle_walk_group(struct gw_upstream *up, void *arg)
+{
+    struct idle_walk *iw = arg;
+    struct gw_worker_slot *sl = iw->worker < GW_WORKERS_MAX ? up->slots[iw->worker] : NULL;
+    if (!sl)
+        return;
+    for (unsigned i = 0; i < up->n; i++) {
+        struct gw_pool *p = &sl->pools[i];
+        if (iw->fd < 0) {
+            /* the tick: the oldest first, while too old */
+            unsigned old = 0;
+            while (old < p->n && iw->now - p->idle[old].since_ms >= up->keepalive_timeout_ms)
+                gw_close(p->idle[old++].fd);
+            if (old) {
+                memmove(p->idle, p->idle + old, (p->n - old) * sizeof(*p->idle));
+                p->n -= old;
+            }
+            iw->keep = iw->keep || p->n;
+            continue;
+        }
+        for (unsigned k = 0; k < p->n; k++)
+            if (p->idle[k].fd == iw->fd) {
+                /* it closed, or sent what nobody asked for (an alive TLS
+                 * connection may have had a record to take in) */
+                if (gw_idle_alive(iw->fd))
+                    iw->keep = true;
+                else
+                    pool_drop(p, k);
+                return;
+            }
+    }
+}
+
+bool gw_pool_idle(unsigned worker, int fd)
+{
+    /* an fd's event may be stale (taken since, closed, its number used
+     * again): only a pool of this worker's that holds it now counts */
+    struct idle_walk iw = {.worker = worker, .fd = fd, .now = worker_now_ms()};
+    gw_groups_each(idle_walk_group, &iw);
+    return iw.keep;
 }
 
 /* --- the active check -------------------------------------------------------------- */
@@ -607,11 +678,9 @@ void gw_upstream_free(void *arg)
         if (!sl)
             continue;
         for (unsigned i = 0; i < up->n; i++) {
-            for (unsigned k = 0; k < sl->pools[i].n; k++) {
-                gw_tls_drop(sl->pools[i].fds[k]);
-                close(sl->pools[i].fds[k]);
-            }
-            free(sl->pools[i].fds);
+            for (unsigned k = 0; k < sl->pools[i].n; k++)
+                gw_close(sl->pools[i].idle[k].fd);
+            free(sl->pools[i].idle);
         }
         free(sl);
     }

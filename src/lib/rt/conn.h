@@ -345,6 +345,24 @@ int conn_wait_fd(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms);
  * a later wait on the same fd early (the caller's read then finds
  * nothing and waits again). */
 int conn_wait_fd_kept(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms);
+/* An fd that idles on ctx's worker with no connection waiting on it (a
+ * gateway's pooled upstream connection, registered by conn_wait_fd_kept()
+ * or not yet): watched, one-shot, for anything to read (bytes, its end,
+ * an error), re-tagged so that the worker hands such an event to the
+ * idle handler below. One epoll_ctl(); 0 or -errno. */
+int conn_watch_idle(struct conn_ctx *ctx, int fd);
+/* The process's idle handler (set once, by whoever pools fds): called on
+ * a worker's thread, outside every coroutine, with the worker's index and
+ * an fd conn_watch_idle() watched that became readable (it may be stale:
+ * no longer idle, even closed and reused), or with fd -1 at the worker's
+ * once-a-second tick asked for with conn_want_idle_tick(). It returns,
+ * for an fd, whether the fd is still idle and is to be watched again; for
+ * the tick, whether it wants the next one too. */
+typedef bool (*conn_idle_fn)(unsigned worker, int fd);
+void conn_set_idle_handler(conn_idle_fn fn);
+/* Asks for the idle handler's tick (fd -1) at the worker's first
+ * wake-up in a later second; a store, no system call. */
+void conn_want_idle_tick(struct conn_ctx *ctx);
 /* conn_wait_fd()'s fd for the connection's own socket (READ only): the
  * transport is asked first (decrypted bytes it holds end the wait at
  * once), then the socket is watched through a dup() of it. For a

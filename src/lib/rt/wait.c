@@ -175,6 +175,31 @@ int conn_wait_fd_kept(struct conn_ctx *ctx, int fd, unsigned events, int timeout
     return wait_yield(ctx, fd, events, timeout_ms);
 }
 
+conn_idle_fn worker_idle_fn;
+
+void conn_set_idle_handler(conn_idle_fn fn)
+{
+    worker_idle_fn = fn;
+}
+
+int conn_watch_idle(struct conn_ctx *ctx, int fd)
+{
+    struct epoll_event ev = {.events = EPOLLONESHOT | EPOLLIN | EPOLLRDHUP,
+                             .data.u64 = EV_IDLE | (uint32_t)fd};
+    int epfd = ctx->worker->epfd;
+    if (epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) == 0)
+        return 0;
+    if (errno == ENOENT && epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0)
+        return 0;
+    return -errno;
+}
+
+void conn_want_idle_tick(struct conn_ctx *ctx)
+{
+    ctx->worker->idle_tick = true;
+    conn_want_tick(ctx);
+}
+
 int conn_sleep(struct conn_ctx *ctx, unsigned ms)
 {
     return conn_wait_fd(ctx, -1, 0, (int)MIN(ms, (unsigned)INT32_MAX));

@@ -492,6 +492,13 @@ static void wait_end(struct worker *w, struct conn_ctx *ctx, int result)
 static void foreign_event(struct worker *w, uint64_t u, uint32_t events)
 {
     int fd = EV_FD(u);
+    if (unlikely(u & EV_IDLE)) { /* an idle fd (conn_watch_idle): its owner looks */
+        if (worker_idle_fn && worker_idle_fn(w->idx, fd)) {
+            struct epoll_event ev = {.events = EPOLLONESHOT | EPOLLIN | EPOLLRDHUP, .data.u64 = u};
+            epoll_ctl(w->epfd, EPOLL_CTL_MOD, fd, &ev);
+        }
+        return;
+    }
     struct conn_ctx *ctx = w->view.conns[fd].ctx;
     if (!(w->view.conns[fd].flags & CONN_OPEN) || !ctx)
         return; /* stale: the connection closed earlier in this batch */
@@ -627,6 +634,18 @@ static void force_stop(struct worker *w)
                 n == 1 ? "" : "s", w->idx);
 }
 
+/* The idle handler's tick (conn_want_idle_tick): again next second if
+ * it wants. */
+static void idle_tick(struct worker *w)
+{
+    w->idle_tick = false;
+    if (worker_idle_fn && worker_idle_fn(w->idx, -1)) {
+        w->idle_tick = true;
+        w->view.tick_wanted = true;
+        w->view.tick_time = w->view.wall_time;
+    }
+}
+
 void *worker_main(void *arg)
 {
     struct worker *w = arg;
@@ -670,9 +689,12 @@ void *worker_main(void *arg)
          * before the clock moves on */
         if (w->now != second)
             expire(w);
-        if (w->view.tick_wanted && w->view.wall_time != w->view.tick_time && w->cfg->proto->tick) {
+        if (w->view.tick_wanted && w->view.wall_time != w->view.tick_time) {
             w->view.tick_wanted = false;
-            w->cfg->proto->tick(w->view.proto_state);
+            if (w->cfg->proto->tick)
+                w->cfg->proto->tick(w->view.proto_state);
+            if (unlikely(w->idle_tick))
+                idle_tick(w);
         }
     }
     return NULL;
