@@ -1,7 +1,7 @@
 /* upio.c - upstream socket I/O on the coroutine (see upio.h). An upstream
  * socket is waited on with conn_wait_fd_kept(): it stays in the worker's
- * epoll between waits, and while it idles in the worker's pool (one-shot:
- * disarmed), until it is closed. */
+ * epoll between waits, and while it idles in the worker's pool (watched
+ * for its end: upstream.c), until it is closed. */
 #include "gateway/upio.h"
 
 #include "gateway/uptls.h"
@@ -21,6 +21,7 @@ int gw_connect(struct conn_ctx *ctx, const struct gw_server *s, int timeout_ms)
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
+    conn_kept_new(ctx, fd);
     if (connect(fd, (const struct sockaddr *)&s->addr, s->addr_len) == 0)
         return fd;
     int e = errno;

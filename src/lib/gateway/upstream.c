@@ -453,6 +453,40 @@ int gw_pick(struct gw_upstream *up, unsigned worker, uint64_t now_ms, uint64_t t
 
 /* --- pools ------------------------------------------------------------------------ */
 
+/* Which fds sit in this worker's pools now (by fd, grown as needed): the
+ * idle handler's first look, without the groups' lock. A bit may be left
+ * set for an fd closed by another thread (a retired group's pools): the
+ * pools themselves are the truth. */
+static __thread uint8_t *pooled;
+static __thread size_t pooled_cap;
+
+static bool pooled_mark(int fd)
+{
+    if ((size_t)fd >= pooled_cap) {
+        size_t cap = MAX((size_t)fd + 1, pooled_cap * 2);
+        cap = MAX(cap, (size_t)256);
+        uint8_t *p = realloc(pooled, cap);
+        if (!p)
+            return false;
+        memset(p + pooled_cap, 0, cap - pooled_cap);
+        pooled = p, pooled_cap = cap;
+    }
+    pooled[fd] = 1;
+    return true;
+}
+
+static void pooled_clear(int fd)
+{
+    if ((size_t)fd < pooled_cap)
+        pooled[fd] = 0;
+}
+
+static void pool_close(int fd)
+{
+    pooled_clear(fd);
+    gw_close(fd);
+}
+
 int gw_pool_take(struct gw_upstream *up, unsigned worker, unsigned i)
 {
     struct gw_worker_slot *sl = worker < GW_WORKERS_MAX ? up->slots[worker] : NULL;
@@ -460,12 +494,13 @@ int gw_pool_take(struct gw_upstream *up, unsigned worker, unsigned i)
         return -1;
     struct gw_pool *p = &sl->pools[i];
     struct gw_idle e = p->idle[--p->n]; /* the most recent: warmest */
+    pooled_clear(e.fd);
     if (worker_now_ms() - e.since_ms < up->keepalive_timeout_ms)
         return e.fd;
     /* the tick has not come yet: this one and all older are too old */
     gw_close(e.fd);
     while (p->n)
-        gw_close(p->idle[--p->n].fd);
+        pool_close(p->idle[--p->n].fd);
     return -1;
 }
 
@@ -475,7 +510,10 @@ void gw_pool_put(struct gw_upstream *up, struct conn_ctx *ctx, unsigned i, int f
     struct gw_pool *p = sl ? &sl->pools[i] : NULL;
     if (p && !p->idle)
         p->idle = malloc(up->keepalive * sizeof(*p->idle));
-    if (!p || !p->idle || p->n >= up->keepalive || conn_watch_idle(ctx, fd) < 0) {
+    /* watched while it idles: most often as its last wait left it (no
+     * system call) */
+    if (!p || !p->idle || p->n >= up->keepalive || conn_watch_idle(ctx, fd) < 0 ||
+        !pooled_mark(fd)) {
         gw_close(fd);
         return;
     }
@@ -485,17 +523,10 @@ void gw_pool_put(struct gw_upstream *up, struct conn_ctx *ctx, unsigned i, int f
 
 struct idle_walk {
     unsigned worker;
-    int fd;    /* the fd an event came for, or -1: the tick */
-    bool keep; /* fd: found alive; tick: some pool still holds one */
+    int fd;    /* the fd closed by the upstream, or -1: the tick */
+    bool keep; /* the tick: some pool still holds one */
     uint64_t now;
 };
-
-static void pool_drop(struct gw_pool *p, unsigned k)
-{
-    gw_close(p->idle[k].fd);
-    memmove(&p->idle[k], &p->idle[k + 1], (p->n - k - 1) * sizeof(*p->idle));
-    p->n--;
-}
 
 static void idle_walk_group(struct gw_upstream *up, void *arg)
 {
@@ -505,35 +536,36 @@ static void idle_walk_group(struct gw_upstream *up, void *arg)
         return;
     for (unsigned i = 0; i < up->n; i++) {
         struct gw_pool *p = &sl->pools[i];
-        if (iw->fd < 0) {
-            /* the tick: the oldest first, while too old */
-            unsigned old = 0;
-            while (old < p->n && iw->now - p->idle[old].since_ms >= up->keepalive_timeout_ms)
-                gw_close(p->idle[old++].fd);
-            if (old) {
-                memmove(p->idle, p->idle + old, (p->n - old) * sizeof(*p->idle));
-                p->n -= old;
-            }
-            iw->keep = iw->keep || p->n;
-            continue;
+        unsigned kept = 0;
+        for (unsigned k = 0; k < p->n; k++) {
+            int fd = p->idle[k].fd;
+            bool drop;
+            if (iw->fd >= 0)
+                drop = fd == iw->fd;
+            else /* the tick: too old, or no longer clean (stray bytes, or an
+                  * end whose event was missed) */
+                drop =
+                    iw->now - p->idle[k].since_ms >= up->keepalive_timeout_ms || !gw_idle_alive(fd);
+            if (drop)
+                pool_close(fd);
+            else
+                p->idle[kept++] = p->idle[k];
         }
-        for (unsigned k = 0; k < p->n; k++)
-            if (p->idle[k].fd == iw->fd) {
-                /* it closed, or sent what nobody asked for (an alive TLS
-                 * connection may have had a record to take in) */
-                if (gw_idle_alive(iw->fd))
-                    iw->keep = true;
-                else
-                    pool_drop(p, k);
-                return;
-            }
+        p->n = kept;
+        iw->keep = iw->keep || kept;
     }
 }
 
-bool gw_pool_idle(unsigned worker, int fd)
+bool gw_pool_idle(unsigned worker, int fd, bool closed)
 {
-    /* an fd's event may be stale (taken since, closed, its number used
-     * again): only a pool of this worker's that holds it now counts */
+    if (fd >= 0) {
+        /* only an end, reset or error, of an fd in one of this worker's
+         * pools (bytes alone may be an answer read since: the tick
+         * looks at what idles once a second) */
+        if (!closed || (size_t)fd >= pooled_cap || !pooled[fd])
+            return false;
+        pooled_clear(fd); /* stays clear if no pool holds it */
+    }
     struct idle_walk iw = {.worker = worker, .fd = fd, .now = worker_now_ms()};
     gw_groups_each(idle_walk_group, &iw);
     return iw.keep;
@@ -679,7 +711,7 @@ void gw_upstream_free(void *arg)
             continue;
         for (unsigned i = 0; i < up->n; i++) {
             for (unsigned k = 0; k < sl->pools[i].n; k++)
-                gw_close(sl->pools[i].idle[k].fd);
+                gw_close(sl->pools[i].idle[k].fd); /* another thread's: no pooled_clear */
             free(sl->pools[i].idle);
         }
         free(sl);

@@ -110,14 +110,17 @@ bool gw_server_up(const struct gw_upstream *up, unsigned i, uint64_t now_ms);
  * keepalive_timeout or longer is closed, not taken). */
 int gw_pool_take(struct gw_upstream *up, unsigned worker, unsigned i);
 /* Gives a connection back (closed when the pool is full or off). While it
- * idles, the worker's epoll watches it (conn_watch_idle: one epoll_ctl):
- * the upstream closing it, or sending anything, closes it at once; and the
- * worker's tick closes it after keepalive_timeout. */
+ * idles, the worker's epoll watches it (conn_watch_idle: as its last wait
+ * for reading left it, edge-triggered: no system call most often): the
+ * upstream closing it (or resetting it) closes it at once; the worker's
+ * tick, once a second, closes it after keepalive_timeout, or when it holds
+ * bytes nobody asked for (one peek each). */
 struct conn_ctx;
 void gw_pool_put(struct gw_upstream *up, struct conn_ctx *ctx, unsigned i, int fd);
-/* The idle handler (rt/conn.h conn_set_idle_handler): an event on a pooled
- * fd of worker's, or its tick (fd -1). */
-bool gw_pool_idle(unsigned worker, int fd);
+/* The idle handler (rt/conn.h conn_set_idle_handler): an event of an fd
+ * while no wait was on it (closed: an end, a reset or an error), or the
+ * worker's tick (fd -1). */
+bool gw_pool_idle(unsigned worker, int fd, bool closed);
 
 /* upmetrics.c: a group built whole joins the groups the metrics show (it
  * leaves when freed); an attempt on server i that failed or was answered
