@@ -376,6 +376,7 @@ static void tunnel(struct job *j)
         gw_write(ctx, j->fd, ctx->in + ctx->in_pos, ctx->in_len - ctx->in_pos, j->pr->send_ms))
         return;
     ctx->in_pos = ctx->in_len = 0;
+    conn_kept_forget(ctx, j->fd); /* the tunnel's epoll watches it now */
     j->epfd = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event a = {.events = EPOLLIN, .data.u32 = 0},
                        b = {.events = EPOLLIN, .data.u32 = 1};

@@ -353,6 +353,10 @@ int conn_wait_fd_kept(struct conn_ctx *ctx, int fd, unsigned events, int timeout
 /* A new fd for conn_wait_fd_kept() (a socket just connected): what an
  * earlier fd of its number left in the worker's records is forgotten. */
 void conn_kept_new(struct conn_ctx *ctx, int fd);
+/* A kept fd taken out of the worker's epoll (one epoll_ctl), for a while
+ * it is waited on otherwise (a tunnel's own epoll): its bytes no longer
+ * wake the worker. A later conn_wait_fd_kept() registers it again. */
+void conn_kept_forget(struct conn_ctx *ctx, int fd);
 /* An fd that idles on ctx's worker with no connection waiting on it (a
  * gateway's pooled upstream connection): watched for reading as
  * conn_wait_fd_kept() leaves it, with no system call when its last wait

@@ -204,6 +204,13 @@ void conn_kept_new(struct conn_ctx *ctx, int fd)
         w->view.conns[fd].flags &= (uint16_t)~CONN_KEPT_READ;
 }
 
+void conn_kept_forget(struct conn_ctx *ctx, int fd)
+{
+    struct worker *w = ctx->worker;
+    epoll_ctl(w->epfd, EPOLL_CTL_DEL, fd, NULL);
+    conn_kept_new(ctx, fd);
+}
+
 int conn_watch_idle(struct conn_ctx *ctx, int fd)
 {
     struct worker *w = ctx->worker;
