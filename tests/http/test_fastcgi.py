@@ -436,14 +436,23 @@ def test_kept_connection_closed_by_php_fpm_is_closed_at_once(make_server, tmp_pa
     args = [FPM, "-n", "-y", str(conf)] + (["-R"] if os.geteuid() == 0 else [])
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def fds():
-        return len(os.listdir("/proc/%d/fd" % srv.proc.pid))
+    def unix_sockets():
+        """The server's unix sockets (its connections to PHP-FPM)."""
+        inodes = {"socket:[%s]" % l.split()[6] for l in Path("/proc/net/unix").read_text().splitlines()[1:]}
+        d = "/proc/%d/fd" % srv.proc.pid
+        n = 0
+        for fd in os.listdir(d):
+            try:
+                n += os.readlink(os.path.join(d, fd)) in inodes
+            except OSError:
+                pass
+        return n
 
     def settles_to(n, within):
         deadline = time.monotonic() + within
-        while time.monotonic() < deadline and fds() != n:
-            time.sleep(0.02)
-        return fds() == n
+        while time.monotonic() < deadline and unix_sockets() != n:
+            time.sleep(0.01)
+        return unix_sockets() == n
 
     try:
         deadline = time.monotonic() + 10
@@ -451,11 +460,13 @@ def test_kept_connection_closed_by_php_fpm_is_closed_at_once(make_server, tmp_pa
             time.sleep(0.05)
         body = "site {\n    fastcgi / {\n        to = unix:%s\n        root = %s\n    }\n}\n" % (sock, www)
         srv = make_server(site=body, threads="1")
-        base = fds()
+        base = unix_sockets()
         for i in range(4):
             r, data = get(srv, "/hi.php")
             assert (r.status, data) == (200, b"hi"), i
-            assert settles_to(base, 3.0), (i, fds(), base)
+            t0 = time.monotonic()
+            assert settles_to(base, 3.0), (i, unix_sockets(), base)
+            assert time.monotonic() - t0 < 0.8  # at once, not at the next tick
         assert "fastcgi" not in srv.stderr(), srv.stderr()
     finally:
         proc.terminate()

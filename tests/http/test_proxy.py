@@ -364,18 +364,35 @@ def test_upstream_closing_a_kept_connection(make_server, upstreams):
     assert "marked down" not in srv.stderr() and "answered 502" not in srv.stderr()
 
 
-def fd_count(srv):
-    return len(os.listdir("/proc/%d/fd" % srv.proc.pid))
+def sockets_to(srv, port):
+    """The server's TCP sockets whose peer is port (any state: a socket
+    the upstream closed stays in CLOSE_WAIT until the server closes it)."""
+    inodes = set()
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = Path("/proc/net/" + name).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if int(f[2].rsplit(":", 1)[1], 16) == port:
+                inodes.add("socket:[%s]" % f[9])
+    d = "/proc/%d/fd" % srv.proc.pid
+    n = 0
+    for fd in os.listdir(d):
+        try:
+            n += os.readlink(os.path.join(d, fd)) in inodes
+        except OSError:
+            pass
+    return n
 
 
-def settles_to(srv, n, within=3.0):
-    """Whether the server's fd count comes to n within the time given."""
+def no_sockets_to(srv, port, within):
+    """Whether the server's sockets to port are all closed within the time given."""
     deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if fd_count(srv) == n:
-            return True
-        time.sleep(0.02)
-    return fd_count(srv) == n
+    while sockets_to(srv, port) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return sockets_to(srv, port) == 0
 
 
 def test_pooled_connection_closed_by_the_upstream_is_closed_at_once(make_server, upstreams):
@@ -386,17 +403,16 @@ def test_pooled_connection_closed_by_the_upstream_is_closed_at_once(make_server,
         site=proxy_site(one_proxy("app", strip_prefix="true"), "upstream app {\n    server %s\n    keepalive = 4\n}\n" % up.addr),
         threads="1",
     )
-    base = fd_count(srv)
     for i in range(3):
         r, body = get(srv, "/api/echo")
         assert r.status == 200
-        assert settles_to(srv, base + 1)  # one kept: the client's is gone
+        assert sockets_to(srv, up.port) == 1  # kept
         t0 = time.monotonic()
         r, body = get(srv, "/api/once")  # the upstream closes it 50 ms after answering
         assert r.status == 200 and body == b"once from A"
         # closed without waiting for a request to find it dead
-        assert settles_to(srv, base), (i, fd_count(srv), base)
-        assert time.monotonic() - t0 < 2
+        assert no_sockets_to(srv, up.port, 2.0), i
+        assert time.monotonic() - t0 < 0.8  # at once: not at the tick a second later
     st = up.stats()
     assert st["connections"] == 3 and st["requests"] == 6, st
     assert "proxy:" not in srv.stderr(), srv.stderr()
@@ -408,13 +424,14 @@ def test_pooled_connection_sent_stray_bytes_is_closed(make_server, upstreams):
         site=proxy_site(one_proxy("app", strip_prefix="true"), "upstream app {\n    server %s\n}\n" % up.addr),
         threads="1",
     )
-    base = fd_count(srv)
-    r, body = get(srv, "/api/stray?ms=200")
+    t0 = time.monotonic()
+    r, body = get(srv, "/api/stray?ms=300")
     assert r.status == 200 and body == b"stray"
-    assert settles_to(srv, base + 1)
-    # 200 ms later the upstream sends an answer nobody asked for: the
+    assert sockets_to(srv, up.port) == 1  # kept
+    # 300 ms later the upstream sends an answer nobody asked for: the
     # connection is closed at once, not kept to mix it into a later answer
-    assert settles_to(srv, base, 2.0), (fd_count(srv), base)
+    assert no_sockets_to(srv, up.port, 3.0)
+    assert time.monotonic() - t0 < 0.8  # at once: not at the tick a second later
     r, body = get(srv, "/api/echo")
     assert r.status == 200 and json.loads(body)["target"] == "/echo"
     assert up.stats()["connections"] == 2
@@ -429,13 +446,12 @@ def test_upstream_keepalive_timeout(make_server, upstreams):
         ),
         threads="1",
     )
-    base = fd_count(srv)
     r, body = get(srv, "/api/echo")
     assert r.status == 200
-    assert settles_to(srv, base + 1)
+    assert sockets_to(srv, up.port) == 1
     t0 = time.monotonic()
     # the worker's tick (once a second) closes it once it idled 300 ms
-    assert settles_to(srv, base, 3.0)
+    assert no_sockets_to(srv, up.port, 3.0)
     assert time.monotonic() - t0 < 2.5
     assert get(srv, "/api/echo")[0].status == 200
     # two requests in quick succession share one connection

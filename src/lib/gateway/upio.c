@@ -22,6 +22,7 @@ int gw_connect(struct conn_ctx *ctx, const struct gw_server *s, int timeout_ms)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
     conn_kept_new(ctx, fd);
+    gw_pool_forget(fd);
     if (connect(fd, (const struct sockaddr *)&s->addr, s->addr_len) == 0)
         return fd;
     int e = errno;
@@ -101,6 +102,8 @@ ssize_t gw_read(struct conn_ctx *ctx, int fd, void *buf, size_t cap, int timeout
         int r = conn_wait_fd_kept(ctx, fd, CONN_WAIT_READ, timeout_ms);
         if (r < 0)
             return r;
+        if (r & CONN_WAIT_HUP)
+            gw_pool_ended(fd);
     }
 }
 
@@ -111,6 +114,8 @@ ssize_t gw_read_ready(struct conn_ctx *ctx, int fd, void *buf, size_t cap, int t
         int r = conn_wait_fd_kept(ctx, fd, CONN_WAIT_READ, timeout_ms);
         if (r < 0)
             return r;
+        if (r & CONN_WAIT_HUP)
+            gw_pool_ended(fd);
     }
     ssize_t n = gw_read(ctx, fd, buf, cap, timeout_ms);
     *drained = n >= 0 && (size_t)n < cap;

@@ -453,25 +453,46 @@ int gw_pick(struct gw_upstream *up, unsigned worker, uint64_t now_ms, uint64_t t
 
 /* --- pools ------------------------------------------------------------------------ */
 
-/* Which fds sit in this worker's pools now (by fd, grown as needed): the
- * idle handler's first look, without the groups' lock. A bit may be left
- * set for an fd closed by another thread (a retired group's pools): the
+/* Which fds sit in this worker's pools now, and since when (by fd, grown
+ * as needed: the low 32 bits of the ms they were put back, 0 for none): the
+ * idle handler's first look, without the groups' lock. An entry may be
+ * left for an fd closed by another thread (a retired group's pools): the
  * pools themselves are the truth. */
-static __thread uint8_t *pooled;
+static __thread uint32_t *pooled;
+/* how long a pooled fd idles before bytes on it are looked at at once */
+#define IDLE_SETTLED_MS 20
+/* an entry for an fd in use (not pooled) whose end came: not to be pooled */
+#define POOLED_ENDED UINT32_MAX
 static __thread size_t pooled_cap;
+static pthread_key_t pooled_key; /* frees a thread's array at its end */
+static pthread_once_t pooled_once = PTHREAD_ONCE_INIT;
 
-static bool pooled_mark(int fd)
+static void pooled_init(void)
+{
+    if (pthread_key_create(&pooled_key, free))
+        pooled_key = (pthread_key_t)-1;
+}
+
+static bool pooled_mark(int fd, uint64_t now)
 {
     if ((size_t)fd >= pooled_cap) {
+        pthread_once(&pooled_once, pooled_init);
+        if (pooled_key == (pthread_key_t)-1)
+            return false;
         size_t cap = MAX((size_t)fd + 1, pooled_cap * 2);
         cap = MAX(cap, (size_t)256);
-        uint8_t *p = realloc(pooled, cap);
+        uint32_t *p = realloc(pooled, cap * sizeof(*p));
         if (!p)
             return false;
-        memset(p + pooled_cap, 0, cap - pooled_cap);
+        memset(p + pooled_cap, 0, (cap - pooled_cap) * sizeof(*p));
         pooled = p, pooled_cap = cap;
+        if (pthread_setspecific(pooled_key, p)) {
+            free(p);
+            pooled = NULL, pooled_cap = 0;
+            return false;
+        }
     }
-    pooled[fd] = 1;
+    pooled[fd] = (uint32_t)now && (uint32_t)now != POOLED_ENDED ? (uint32_t)now : 1;
     return true;
 }
 
@@ -485,6 +506,17 @@ static void pool_close(int fd)
 {
     pooled_clear(fd);
     gw_close(fd);
+}
+
+void gw_pool_forget(int fd)
+{
+    pooled_clear(fd);
+}
+
+void gw_pool_ended(int fd)
+{
+    if ((size_t)fd < pooled_cap || pooled_mark(fd, 0))
+        pooled[fd] = POOLED_ENDED;
 }
 
 int gw_pool_take(struct gw_upstream *up, unsigned worker, unsigned i)
@@ -512,19 +544,24 @@ void gw_pool_put(struct gw_upstream *up, struct conn_ctx *ctx, unsigned i, int f
         p->idle = malloc(up->keepalive * sizeof(*p->idle));
     /* watched while it idles: most often as its last wait left it (no
      * system call) */
-    if (!p || !p->idle || p->n >= up->keepalive || conn_watch_idle(ctx, fd) < 0 ||
-        !pooled_mark(fd)) {
+    uint64_t now = worker_now_ms();
+    bool ended = (size_t)fd < pooled_cap && pooled[fd] == POOLED_ENDED;
+    if (!p || !p->idle || p->n >= up->keepalive || ended || conn_watch_idle(ctx, fd) < 0 ||
+        !pooled_mark(fd, now)) {
+        pooled_clear(fd);
         gw_close(fd);
         return;
     }
-    p->idle[p->n++] = (struct gw_idle){.fd = fd, .since_ms = worker_now_ms()};
+    p->idle[p->n++] = (struct gw_idle){.fd = fd, .since_ms = now};
     conn_want_idle_tick(ctx);
 }
 
 struct idle_walk {
     unsigned worker;
-    int fd;    /* the fd closed by the upstream, or -1: the tick */
-    bool keep; /* the tick: some pool still holds one */
+    int fd;      /* the fd an event came for, or -1: the tick */
+    bool closed; /* the event was its end (else: bytes, to be looked at) */
+    bool keep;   /* the tick: some pool still holds one */
+    bool found;  /* an fd: some pool holds it */
     uint64_t now;
 };
 
@@ -540,10 +577,11 @@ static void idle_walk_group(struct gw_upstream *up, void *arg)
         for (unsigned k = 0; k < p->n; k++) {
             int fd = p->idle[k].fd;
             bool drop;
-            if (iw->fd >= 0)
-                drop = fd == iw->fd;
-            else /* the tick: too old, or no longer clean (stray bytes, or an
-                  * end whose event was missed) */
+            if (iw->fd >= 0) {
+                iw->found = iw->found || fd == iw->fd;
+                drop = fd == iw->fd && (iw->closed || !gw_idle_alive(fd));
+            } else /* the tick: too old, or no longer clean (stray bytes, or an
+                    * end whose event was missed) */
                 drop =
                     iw->now - p->idle[k].since_ms >= up->keepalive_timeout_ms || !gw_idle_alive(fd);
             if (drop)
@@ -558,16 +596,29 @@ static void idle_walk_group(struct gw_upstream *up, void *arg)
 
 bool gw_pool_idle(unsigned worker, int fd, bool closed)
 {
+    uint64_t now = worker_now_ms();
     if (fd >= 0) {
-        /* only an end, reset or error, of an fd in one of this worker's
-         * pools (bytes alone may be an answer read since: the tick
-         * looks at what idles once a second) */
-        if (!closed || (size_t)fd >= pooled_cap || !pooled[fd])
+        /* an fd in one of this worker's pools: its end (or a reset, an
+         * error) closes it; bytes are looked at (a peek) once it idled
+         * a while: an event that comes just after it was put back is most
+         * often the answer's, read already (the tick looks at every idle
+         * one once a second anyway) */
+        if ((size_t)fd >= pooled_cap)
             return false;
-        pooled_clear(fd); /* stays clear if no pool holds it */
+        if (!pooled[fd] || pooled[fd] == POOLED_ENDED) {
+            /* in use: its end, seen now, keeps it from the pool (it came
+             * before the put: no event will come after) */
+            if (closed)
+                pooled[fd] = POOLED_ENDED;
+            return false;
+        }
+        if (!closed && (uint32_t)now - pooled[fd] < IDLE_SETTLED_MS)
+            return false;
     }
-    struct idle_walk iw = {.worker = worker, .fd = fd, .now = worker_now_ms()};
+    struct idle_walk iw = {.worker = worker, .fd = fd, .closed = closed, .now = now};
     gw_groups_each(idle_walk_group, &iw);
+    if (fd >= 0 && !iw.found)
+        pooled_clear(fd); /* an entry another thread's close left */
     return iw.keep;
 }
 

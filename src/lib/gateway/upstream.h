@@ -117,6 +117,12 @@ int gw_pool_take(struct gw_upstream *up, unsigned worker, unsigned i);
  * bytes nobody asked for (one peek each). */
 struct conn_ctx;
 void gw_pool_put(struct gw_upstream *up, struct conn_ctx *ctx, unsigned i, int fd);
+/* A new connection's fd: what the pools' records hold for its number
+ * (an earlier fd's) is forgotten. */
+void gw_pool_forget(int fd);
+/* fd's upstream ended it (a wait saw it with the last bytes): it is closed,
+ * not pooled, when given back. */
+void gw_pool_ended(int fd);
 /* The idle handler (rt/conn.h conn_set_idle_handler): an event of an fd
  * while no wait was on it (closed: an end, a reset or an error), or the
  * worker's tick (fd -1). */

@@ -383,6 +383,9 @@ void conn_want_idle_tick(struct conn_ctx *ctx);
 #define CONN_FD_SELF (-2)
 /* A result bit of conn_wait_fd()/conn_sleep(): conn_wake() ended the wait. */
 #define CONN_WOKEN 4
+/* A result bit of conn_wait_fd_kept(): the fd's peer ended or reset it
+ * too (its last bytes may still be there to read): it is not to be kept. */
+#define CONN_WAIT_HUP 8
 /* On the worker's thread, outside every coroutine (in a command posted with
  * worker_post): ends the conn_sleep()/conn_wait_fd() that ctx is suspended
  * in, which then returns result (CONN_WOKEN, or a negative errno). The

@@ -533,7 +533,10 @@ static void foreign_event(struct worker *w, uint64_t u, uint32_t events)
         r |= CONN_WAIT_WRITE;
     if (events & (EPOLLERR | EPOLLHUP))
         r |= CONN_WAIT_READ | CONN_WAIT_WRITE;
-    wait_end(w, ctx, (int)(r & ctx->wait_events));
+    r &= ctx->wait_events;
+    if (ctx->wait_fd_kept && (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+        r |= CONN_WAIT_HUP;
+    wait_end(w, ctx, (int)r);
 }
 
 /* epoll_wait's timeout for the timeout queues and the protocol's tick. */
