@@ -201,54 +201,56 @@ int h2_build_head(struct h2_stream *st, struct arena *ar, struct http_head *h)
 
 /* --- the answer's head: HEADERS --------------------------------------------- */
 
-static bool conn_specific(struct view name)
+/* Hop-by-hop fields, which HTTP/2 forbids (RFC 9113 8.2.2); any case. */
+static bool conn_specific(const char *p, size_t len)
 {
-    static const char *const drop[] = {"connection", "keep-alive", "proxy-connection",
-                                       "transfer-encoding", "upgrade"};
-    for (size_t i = 0; i < N_ELEMENTS(drop); i++)
-        if (strlen(drop[i]) == name.len && !memcmp(drop[i], name.p, name.len))
-            return true;
-    return false;
+    switch (len) {
+    case 7:
+        return !strncasecmp(p, "upgrade", 7);
+    case 10:
+        return !strncasecmp(p, "connection", 10) || !strncasecmp(p, "keep-alive", 10);
+    case 16:
+        return !strncasecmp(p, "proxy-connection", 16);
+    case 17:
+        return !strncasecmp(p, "transfer-encoding", 17);
+    default:
+        return false;
+    }
 }
 
-/* The "Name: value\r\n" lines of v as header fields (names lowercased,
- * in the arena), into nv from *n; connection-specific fields dropped. */
-static bool add_lines(struct arena *ar, struct view v, nghttp2_nv *nv, size_t *n, size_t max)
+/* The "Name: value\r\n" lines of v as header fields, into nv from *n;
+ * connection-specific fields dropped. The names stay as written:
+ * nghttp2_submit_response() copies each field and lowercases the copy's
+ * name (the fields are not marked NO_COPY). */
+static void add_lines(struct view v, nghttp2_nv *nv, size_t *n, size_t max)
 {
     const char *p = v.p, *end = v.p + v.len;
     while (p < end && *n < max) {
         const char *eol = memchr(p, '\n', (size_t)(end - p));
         const char *le = eol ? eol : end;
         const char *colon = memchr(p, ':', (size_t)(le - p));
-        if (colon) {
-            struct view name = {p, (size_t)(colon - p)};
+        if (colon && colon > p && !conn_specific(p, (size_t)(colon - p))) {
             const char *vs = colon + 1, *ve = le;
             while (vs < ve && (*vs == ' ' || *vs == '\t'))
                 vs++;
             while (ve > vs && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t'))
                 ve--;
-            char *lname = arena_alloc(ar, name.len + 1);
-            if (!lname)
-                return false;
-            for (size_t i = 0; i < name.len; i++)
-                lname[i] =
-                    (char)(name.p[i] >= 'A' && name.p[i] <= 'Z' ? name.p[i] + 32 : name.p[i]);
-            struct view ln = {lname, name.len};
-            if (name.len && !conn_specific(ln))
-                nv[(*n)++] = (nghttp2_nv){(uint8_t *)lname, (uint8_t *)vs, name.len,
-                                          (size_t)(ve - vs), NGHTTP2_NV_FLAG_NONE};
+            nv[(*n)++] = (nghttp2_nv){(uint8_t *)p, (uint8_t *)vs, (size_t)(colon - p),
+                                      (size_t)(ve - vs), NGHTTP2_NV_FLAG_NONE};
         }
         p = eol ? eol + 1 : end;
     }
-    return true;
 }
 
 static size_t count_lines(struct view v)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < v.len; i++)
-        n += v.p[i] == '\n';
-    return n + 1;
+    size_t n = 1;
+    if (!v.len)
+        return n;
+    for (const char *p = v.p, *end = v.p + v.len;
+         p < end && (p = memchr(p, '\n', (size_t)(end - p))); p++)
+        n++;
+    return n;
 }
 
 static ssize_t data_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length,
@@ -285,8 +287,7 @@ static void fr_head(struct colibri_request *req, struct colibri_response *resp, 
     const char *date = http_date_header(req->hw, conn_wall_time(req->ctx));
     nv[n++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)date + 6, 4, HTTP_DATE_HDR_LEN - 8,
                            NGHTTP2_NV_FLAG_NONE};
-    if (!add_lines(ar, server, nv, &n, max))
-        coro_abort(req->ctx->coro);
+    add_lines(server, nv, &n, max);
     if (mime)
         nv[n++] = (nghttp2_nv){(uint8_t *)"content-type", (uint8_t *)mime, 12, strlen(mime),
                                NGHTTP2_NV_FLAG_NONE};
@@ -296,8 +297,8 @@ static void fr_head(struct colibri_request *req, struct colibri_response *resp, 
         nv[n++] =
             (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)cl, 14, len, NGHTTP2_NV_FLAG_NONE};
     }
-    if (!add_lines(ar, lines, nv, &n, max) || !add_lines(ar, hdrs, nv, &n, max))
-        coro_abort(req->ctx->coro);
+    add_lines(lines, nv, &n, max);
+    add_lines(hdrs, nv, &n, max);
     st->hold_end = !st->req_end && status < 400;
     st->has_body = !(resp && resp->head_only) && status >= 200 && status != 204 && status != 304 &&
                    content_length != 0;
