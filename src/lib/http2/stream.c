@@ -87,13 +87,15 @@ void h2_stream_header(struct h2_stream *st, const char *name, size_t nlen, const
         if ((nlen > 3 && !memcmp(name, "if-", 3)) || name_is(name, nlen, "range") ||
             name_is(name, nlen, "accept-encoding"))
             st->file_fields = true;
-        r = strbuf_append(&st->lines, name, nlen);
-        if (!r)
-            r = strbuf_append(&st->lines, ": ", 2);
-        if (!r)
-            r = strbuf_append(&st->lines, value, vlen);
-        if (!r)
-            r = strbuf_append(&st->lines, "\r\n", 2);
+        r = strbuf_reserve(&st->lines, nlen + vlen + 4);
+        if (!r) {
+            char *p = st->lines.buf + st->lines.len;
+            memcpy(p, name, nlen);
+            memcpy(p + nlen, ": ", 2);
+            memcpy(p + nlen + 2, value, vlen);
+            memcpy(p + nlen + 2 + vlen, "\r\n", 3);
+            st->lines.len += nlen + vlen + 4;
+        }
     }
     if (r)
         st->too_large = true;
@@ -101,6 +103,10 @@ void h2_stream_header(struct h2_stream *st, const char *name, size_t nlen, const
 
 static enum colibri_method method_of(struct view m, bool *known)
 {
+    if (m.len == 3 && !memcmp(m.p, "GET", 3)) {
+        *known = true;
+        return COLIBRI_GET;
+    }
     for (unsigned i = 0; i < COLIBRI_METHOD_COUNT; i++) {
         const char *name = colibri_method_name((enum colibri_method)i);
         if (name && strlen(name) == m.len && !memcmp(name, m.p, m.len)) {
