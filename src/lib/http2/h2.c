@@ -63,7 +63,7 @@ static int on_begin_frame(nghttp2_session *s, const nghttp2_frame_hd *hd, void *
 
 static struct h2_stream *stream_new(nghttp2_session *s, struct h2_conn *c, int32_t id)
 {
-    struct h2_stream *st = calloc(1, sizeof(*st));
+    struct h2_stream *st = h2_stream_alloc();
     if (!st)
         return NULL;
     st->id = id;
@@ -217,7 +217,7 @@ nghttp2_session *h2_session_new(struct h2_conn *c)
     /* RFC 9218's PRIORITY_UPDATE, handled by nghttp2 itself (once
      * SETTINGS_NO_RFC7540_PRIORITIES = 1 is sent: submit_settings()) */
     nghttp2_option_set_builtin_recv_extension_type(opt, NGHTTP2_PRIORITY_UPDATE);
-    if (nghttp2_session_server_new2(&s, cb, c, opt))
+    if (nghttp2_session_server_new3(&s, cb, c, opt, &h2_mem))
         s = NULL;
     nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cb);
