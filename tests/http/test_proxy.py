@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import colibri_bin, free_port
-from rawhttp import RawConn, recv_until
+from rawhttp import TIME_SCALE, RawConn, recv_until
 from test_config_errors import check, failed, listener, run_config
 from wsclient import TEXT, BINARY, WS
 
@@ -411,8 +411,8 @@ def test_pooled_connection_closed_by_the_upstream_is_closed_at_once(make_server,
         r, body = get(srv, "/api/once")  # the upstream closes it 50 ms after answering
         assert r.status == 200 and body == b"once from A"
         # closed without waiting for a request to find it dead
-        assert no_sockets_to(srv, up.port, 2.0), i
-        assert time.monotonic() - t0 < 0.8  # at once: not at the tick a second later
+        assert no_sockets_to(srv, up.port, 2.0 * TIME_SCALE), i
+        assert time.monotonic() - t0 < 0.8 * TIME_SCALE  # at once: not at the tick a second later
     st = up.stats()
     assert st["connections"] == 3 and st["requests"] == 6, st
     assert "proxy:" not in srv.stderr(), srv.stderr()
@@ -430,8 +430,8 @@ def test_pooled_connection_sent_stray_bytes_is_closed(make_server, upstreams):
     assert sockets_to(srv, up.port) == 1  # kept
     # 300 ms later the upstream sends an answer nobody asked for: the
     # connection is closed at once, not kept to mix it into a later answer
-    assert no_sockets_to(srv, up.port, 3.0)
-    assert time.monotonic() - t0 < 0.8  # at once: not at the tick a second later
+    assert no_sockets_to(srv, up.port, 3.0 * TIME_SCALE)
+    assert time.monotonic() - t0 < 0.8 * TIME_SCALE  # at once: not at the tick a second later
     r, body = get(srv, "/api/echo")
     assert r.status == 200 and json.loads(body)["target"] == "/echo"
     assert up.stats()["connections"] == 2
@@ -451,8 +451,8 @@ def test_upstream_keepalive_timeout(make_server, upstreams):
     assert sockets_to(srv, up.port) == 1
     t0 = time.monotonic()
     # the worker's tick (once a second) closes it once it idled 300 ms
-    assert no_sockets_to(srv, up.port, 3.0)
-    assert time.monotonic() - t0 < 2.5
+    assert no_sockets_to(srv, up.port, 3.0 * TIME_SCALE)
+    assert time.monotonic() - t0 < 2.5 * TIME_SCALE
     assert get(srv, "/api/echo")[0].status == 200
     # two requests in quick succession share one connection
     assert get(srv, "/api/echo")[0].status == 200
