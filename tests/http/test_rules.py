@@ -656,8 +656,8 @@ def test_max_connections_per_client(make_server, accept):
     held = []
     # the harness's readiness probe was a connection too: until the server
     # has seen it close (slow under TSan, through the acceptor thread) it
-    # still counts, so a first connection may be refused; it is let in
-    # once the count went down
+    # still counts, so any of the first three may be refused (TSan: seen
+    # with two held); it is let in once the count went down
     deadline = time.monotonic() + 5 * TIME_SCALE
     while len(held) < 3:
         c = s.conn()
@@ -667,7 +667,7 @@ def test_max_connections_per_client(make_server, accept):
             held.append(c)
         except Closed:
             c.close()
-            assert time.monotonic() < deadline and not held, "refused with %d held" % len(held)
+            assert time.monotonic() < deadline, "refused with %d held" % len(held)
             time.sleep(0.1)
     extra = s.conn()
     extra.send(request("GET", "/hello"))

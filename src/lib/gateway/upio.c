@@ -29,19 +29,19 @@ int gw_connect(struct conn_ctx *ctx, const struct gw_server *s, int timeout_ms)
     if (e == EAGAIN && s->addr.ss_family == AF_UNIX)
         e = ECONNREFUSED; /* a unix socket's backlog is full: as good as refused */
     if (e != EINPROGRESS) {
-        close(fd);
+        conn_kept_close(fd);
         return -e;
     }
     int r = conn_wait_fd(ctx, fd, CONN_WAIT_WRITE, timeout_ms);
     if (r < 0) {
-        close(fd);
+        conn_kept_close(fd);
         return r;
     }
     socklen_t len = sizeof(e);
     if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) < 0)
         e = errno;
     if (e) {
-        close(fd);
+        conn_kept_close(fd);
         return -e;
     }
     return fd;
@@ -142,5 +142,5 @@ ssize_t gw_read_now(int fd, void *buf, size_t cap)
 void gw_close(int fd)
 {
     gw_tls_drop(fd);
-    close(fd);
+    conn_kept_close(fd);
 }

@@ -53,9 +53,18 @@ struct conn {
     uint32_t deadline;    /* worker clock, seconds */
     uint16_t flags;
     uint16_t listener; /* the index of the listening socket it came from */
-    /* the connection's TLS state (rt/tls.c), NULL for a plain socket: it
-     * lives as long as the connection, also while idle without a context */
-    void *tls;
+    union {
+        /* the connection's TLS state (rt/tls.c), NULL for a plain socket: it
+         * lives as long as the connection, also while idle without a context */
+        void *tls;
+        /* a kept fd's entry (CONN_KEPT_READ's fds, never a connection's):
+         * the context waiting on it (conn_wait_fd_kept), or NULL. Its
+         * events are tagged with the kept fd alone (EV_KEPT), so the
+         * worker finds the waiter here, in an entry its own thread holds,
+         * never through a client connection's number, which may be
+         * another thread's by then */
+        struct conn_ctx *kept_waiter;
+    };
 };
 /* With accept = thread, the acceptor deals neighbouring fds in pairs, so a
  * pair of entries filling one cache line is written by one thread. With a
@@ -357,6 +366,9 @@ void conn_kept_new(struct conn_ctx *ctx, int fd);
  * it is waited on otherwise (a tunnel's own epoll): its bytes no longer
  * wake the worker. A later conn_wait_fd_kept() registers it again. */
 void conn_kept_forget(struct conn_ctx *ctx, int fd);
+/* Closes a kept fd (any thread may get its number next: what this one
+ * wrote in its entry comes before, for TSan). */
+void conn_kept_close(int fd);
 /* An fd that idles on ctx's worker with no connection waiting on it (a
  * gateway's pooled upstream connection): watched for reading as
  * conn_wait_fd_kept() leaves it, with no system call when its last wait

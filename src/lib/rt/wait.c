@@ -52,7 +52,9 @@ static int watch_op_as(struct conn_ctx *ctx, int op, int fd, unsigned events, bo
         .events = (kept && events == CONN_WAIT_READ ? EPOLLET : EPOLLONESHOT) |
                   ((events & CONN_WAIT_READ) ? EPOLLIN | EPOLLRDHUP : 0) |
                   ((events & CONN_WAIT_WRITE) ? EPOLLOUT : 0),
-        .data.u64 = EV_FOREIGN_OF(fd, ctx->fd),
+        /* a kept fd stays registered after the wait: its tag names no
+         * connection (the waiter is in its entry, kept_waiter) */
+        .data.u64 = kept ? EV_FOREIGN_OF(fd, fd) | EV_KEPT : EV_FOREIGN_OF(fd, ctx->fd),
     };
     if (epoll_ctl(ctx->worker->epfd, op, fd, &ev) < 0)
         return -errno;
@@ -97,7 +99,10 @@ void wait_cleanup(struct worker *w, struct conn_ctx *ctx)
     if (ctx->wait_fd < 0)
         return;
     if (ctx->wait_fd_kept) {
-        /* stays registered (one-shot: disarmed once it fired) */
+        /* stays registered (one-shot: disarmed once it fired), waited on
+         * by nobody */
+        if ((uint32_t)ctx->wait_fd < w->max_fds)
+            w->view.conns[ctx->wait_fd].kept_waiter = NULL;
         ctx->wait_fd = -1;
         ctx->wait_fd_kept = false;
         return;
@@ -172,19 +177,21 @@ int conn_wait_fd_kept(struct conn_ctx *ctx, int fd, unsigned events, int timeout
     events &= CONN_WAIT_READ | CONN_WAIT_WRITE;
     if (fd < 0 || !events)
         return -EINVAL;
-    /* re-armed with this wait's tag; added the first time */
+    struct worker *w = ctx->worker;
+    if ((uint32_t)fd >= w->max_fds)
+        return -EMFILE;
+    /* re-armed with this wait's events; added the first time */
     int r = watch_op_as(ctx, EPOLL_CTL_MOD, fd, events, true);
     if (r == -ENOENT)
         r = watch_op_as(ctx, EPOLL_CTL_ADD, fd, events, true);
     if (r)
         return r;
-    struct worker *w = ctx->worker;
-    if ((uint32_t)fd < w->max_fds) {
-        if (events == CONN_WAIT_READ)
-            w->view.conns[fd].flags |= CONN_KEPT_READ;
-        else
-            w->view.conns[fd].flags &= (uint16_t)~CONN_KEPT_READ;
-    }
+    struct conn *k = &w->view.conns[fd];
+    if (events == CONN_WAIT_READ)
+        k->flags |= CONN_KEPT_READ;
+    else
+        k->flags &= (uint16_t)~CONN_KEPT_READ;
+    k->kept_waiter = ctx;
     ctx->wait_fd = fd;
     ctx->wait_fd_kept = true;
     return wait_yield(ctx, fd, events, timeout_ms);
@@ -200,8 +207,20 @@ void conn_set_idle_handler(conn_idle_fn fn)
 void conn_kept_new(struct conn_ctx *ctx, int fd)
 {
     struct worker *w = ctx->worker;
-    if (fd >= 0 && (uint32_t)fd < w->max_fds)
+    /* the number may have been another thread's connection until its
+     * close (conn_cut, conn_kept_close): that thread's writes to the entry
+     * came before */
+    tsan_acquire(FD_SYNC(fd));
+    if (fd >= 0 && (uint32_t)fd < w->max_fds) {
         w->view.conns[fd].flags &= (uint16_t)~CONN_KEPT_READ;
+        w->view.conns[fd].kept_waiter = NULL;
+    }
+}
+
+void conn_kept_close(int fd)
+{
+    tsan_release(FD_SYNC(fd));
+    close(fd);
 }
 
 void conn_kept_forget(struct conn_ctx *ctx, int fd)

@@ -498,12 +498,45 @@ static void idle_event(struct worker *w, int fd, uint32_t events)
         worker_idle_fn(w->idx, fd, (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0);
 }
 
+/* The wait's result for epoll's events (its own events alone; a kept
+ * fd's also says when its peer ended it). */
+static int wait_result(const struct conn_ctx *ctx, uint32_t events)
+{
+    unsigned r = 0;
+    if (events & (EPOLLIN | EPOLLRDHUP))
+        r |= CONN_WAIT_READ;
+    if (events & EPOLLOUT)
+        r |= CONN_WAIT_WRITE;
+    if (events & (EPOLLERR | EPOLLHUP))
+        r |= CONN_WAIT_READ | CONN_WAIT_WRITE;
+    r &= ctx->wait_events;
+    if (ctx->wait_fd_kept && (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+        r |= CONN_WAIT_HUP;
+    return (int)r;
+}
+
+/* A kept fd is ready: its waiter is in its own entry (this thread's, as
+ * the fd is), or nobody waits and its owner looks. */
+static void kept_event(struct worker *w, int fd, uint32_t events)
+{
+    struct conn_ctx *ctx = (uint32_t)fd < w->max_fds ? w->view.conns[fd].kept_waiter : NULL;
+    if (!ctx || ctx->waiting != CONN_WAIT_FD || ctx->wait_fd != fd) {
+        idle_event(w, fd, events);
+        return;
+    }
+    wait_end(w, ctx, wait_result(ctx, events));
+}
+
 /* A foreign fd that a connection waits on is ready (the tag names both). */
 static void foreign_event(struct worker *w, uint64_t u, uint32_t events)
 {
     int fd = EV_FD(u);
     if (unlikely(u & EV_IDLE)) { /* an idle fd (conn_watch_idle): its owner looks */
         idle_event(w, fd, events);
+        return;
+    }
+    if (u & EV_KEPT) {
+        kept_event(w, fd, events);
         return;
     }
     struct conn_ctx *ctx = w->view.conns[fd].ctx;
@@ -526,17 +559,7 @@ static void foreign_event(struct worker *w, uint64_t u, uint32_t events)
         idle_event(w, EV_FOREIGN_FD(u), events);
         return;
     }
-    unsigned r = 0;
-    if (events & (EPOLLIN | EPOLLRDHUP))
-        r |= CONN_WAIT_READ;
-    if (events & EPOLLOUT)
-        r |= CONN_WAIT_WRITE;
-    if (events & (EPOLLERR | EPOLLHUP))
-        r |= CONN_WAIT_READ | CONN_WAIT_WRITE;
-    r &= ctx->wait_events;
-    if (ctx->wait_fd_kept && (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
-        r |= CONN_WAIT_HUP;
-    wait_end(w, ctx, (int)r);
+    wait_end(w, ctx, wait_result(ctx, events));
 }
 
 /* epoll_wait's timeout for the timeout queues and the protocol's tick. */
