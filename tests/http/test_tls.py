@@ -532,15 +532,18 @@ def test_a_reload_with_a_bad_key_keeps_the_old_certificate(make_server, certs, t
 
 
 def test_many_half_handshakes_do_not_stop_the_thread(make_server, certs):
-    """The slowloris test over TLS: 300 connections that send half a
-    ClientHello and stop; one thread still answers /hello at once. A thread
-    stuck on one of them would answer only when request_timeout (20 s) ends
-    it: the bound of 5 s leaves room for a slow (TSan, loaded) handshake."""
+    """The slowloris test over TLS: 1,000 connections (the issue's count)
+    that send half a ClientHello and stop; one thread still answers /hello
+    at once. A thread stuck on one of them would answer only when
+    request_timeout (20 s) ends it: the bound of 5 s leaves room for a slow
+    (TSan, loaded) handshake. The server inherits the raised fd limit."""
+    from test_concurrency import raise_nofile
+    assert raise_nofile(1000 + 300) >= 1000 + 100, "cannot raise RLIMIT_NOFILE"
     port = free_port()
     make_server(site=tls_site(port), threads="1", request_timeout="20s")
     stalled = []
     try:
-        for _ in range(300):
+        for _ in range(1000):
             c = socket.create_connection(("127.0.0.1", port), timeout=10)
             c.sendall(b"\x16\x03\x01\x00\xc8\x01\x00\x00\xc4\x03\x03")
             stalled.append(c)
@@ -1011,3 +1014,15 @@ def test_proxy_says_https_to_the_upstream_over_tls(make_server, certs, upstreams
         resp = c.read_response()
     h = {k.lower(): v for k, v in json.loads(resp.body)["headers"]}
     assert h["x-forwarded-proto"] == "http", h
+
+
+def test_a_bad_cipher_list_is_one_error_not_three(tmp_path, certs):
+    """A bad tls_ciphers line is reported once, at its line: the
+    certificates and the TLS listener after it are not failed again on it
+    ("tls_certificate: bad cipher list", "a TLS listener needs a
+    certificate")."""
+    r = check_config(tmp_path, "listener 127.0.0.1:1 {\n tls = true\n}\ntls_ciphers = NOT-A-CIPHER\n"
+                               "site {\n tls_certificate = default.pem\n tls_key = default.key\n}\n")
+    assert r.returncode != 0
+    lines = r.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "bad.conf:4: tls_ciphers: bad cipher list 'NOT-A-CIPHER'" in lines[0], lines

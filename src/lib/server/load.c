@@ -685,14 +685,18 @@ static void load_settings(struct colibri_server *srv, struct config *cfg, struct
         srv->tls_no_tickets = !on;
     }
     if ((n = config_take(root, "tls_ciphers"))) {
-        free(srv->tls_ciphers);
-        srv->tls_ciphers = strdup(n->value);
-        /* checked here, so the error names this line */
+        /* checked here, so the error names this line; a bad list is not
+         * kept (the default stays), or each certificate and the TLS
+         * listener would fail on it again */
         char why[512];
         struct tls_server *probe =
             tls_available() ? tls_server_new(srv->tls_protocols, n->value, why, sizeof(why)) : NULL;
-        if (tls_available() && !probe)
+        if (tls_available() && !probe) {
             note(e, n, (config_error(n, err, errlen, "%s", why), err));
+        } else {
+            free(srv->tls_ciphers);
+            srv->tls_ciphers = strdup(n->value);
+        }
         tls_server_free(probe);
     }
     load_top_modules(srv, root, e);
