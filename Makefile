@@ -242,6 +242,7 @@ MEMCHECK_DESELECT = \
     --deselect tests/http/test_http2_data.py::test_many_connections_at_once_keep_their_frames_apart \
     --deselect tests/http/test_sandbox.py \
     --deselect tests/http/test_tls.py::test_tls_in_the_sandbox \
+    --deselect tests/http/test_tls.py::test_many_half_handshakes_do_not_stop_the_thread \
     --deselect tests/http/test_h2spec.py \
     --deselect tests/http/test_hostile.py::test_slowloris_does_not_starve_others_and_gets_408 \
     --deselect tests/http/test_hostile.py::test_a_client_that_never_reads_is_timed_out \

@@ -2,11 +2,13 @@
 #include "rt/tls.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/common.h"
@@ -249,15 +251,40 @@ int tls_server_add_site(struct tls_server *ts, const char *const *names, unsigne
     return (int)ts->n_sites - 1;
 }
 
+/* 0 when path is a regular file this process opens for reading, else
+ * -errno: -EISDIR for a directory (which root would "read" as an empty
+ * PEM file), -EINVAL for another kind (a FIFO would block the load). The
+ * open does not block; the file is closed again. */
+static int file_readable(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    int r = fstat(fd, &st) < 0     ? -errno
+            : S_ISDIR(st.st_mode)  ? -EISDIR
+            : !S_ISREG(st.st_mode) ? -EINVAL
+                                   : 0;
+    close(fd);
+    return r;
+}
+
+static int file_error(int r, const char *path, char *err, size_t errlen)
+{
+    return err_set(err, errlen, r, NULL, "%s: %s", path,
+                   r == -EINVAL ? "not a regular file" : strerror(-r));
+}
+
 int tls_server_add_pair(struct tls_server *ts, int site, const char *cert, const char *key,
                         bool *expired, char *err, size_t errlen)
 {
     struct tls_site *s = &ts->sites[site];
     *expired = false;
-    if (access(cert, R_OK) < 0)
-        return err_set(err, errlen, -errno, NULL, "%s: %s", cert, strerror(errno));
-    if (access(key, R_OK) < 0)
-        return err_set(err, errlen, -errno, NULL, "%s: %s", key, strerror(errno));
+    int r;
+    if ((r = file_readable(cert)) < 0)
+        return file_error(r, cert, err, errlen);
+    if ((r = file_readable(key)) < 0)
+        return file_error(r, key, err, errlen);
     ERR_clear_error();
     if (SSL_CTX_use_certificate_chain_file(s->ctx, cert) != 1)
         return err_set(err, errlen, -EINVAL, NULL, "%s: not a PEM certificate chain: %s", cert,
@@ -300,6 +327,9 @@ int tls_server_add_staple(struct tls_server *ts, int site, const char *der, char
                           size_t errlen)
 {
     struct tls_site *s = &ts->sites[site];
+    int fr = file_readable(der);
+    if (fr < 0)
+        return file_error(fr, der, err, errlen);
     FILE *f = fopen(der, "rbe");
     if (!f)
         return err_set(err, errlen, -errno, NULL, "%s: %s", der, strerror(errno));

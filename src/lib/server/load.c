@@ -4,11 +4,14 @@
 #include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/err.h"
 #include "base/log.h"
@@ -301,12 +304,27 @@ static int load_ticket_key(struct colibri_server *srv, struct config_node *n, ch
         return config_error(n, err, errlen, "path too long");
     if (sandbox_allow(srv, path, COLIBRI_PATH_READ, why, sizeof(why)))
         return config_error(n, err, errlen, "%s", why);
-    FILE *f = fopen(path, "rbe");
-    if (!f)
+    /* not blocking on a FIFO; a directory is no file (root would read
+     * it as empty) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
         return config_error(n, err, errlen, "%s: %s", path, strerror(errno));
+    struct stat st;
+    int e = fstat(fd, &st) < 0     ? errno
+            : S_ISDIR(st.st_mode)  ? EISDIR
+            : !S_ISREG(st.st_mode) ? EINVAL
+                                   : 0;
+    if (e) {
+        close(fd);
+        return config_error(n, err, errlen, "%s: %s", path,
+                            e == EINVAL ? "not a regular file" : strerror(e));
+    }
     unsigned char buf[81];
-    size_t len = fread(buf, 1, sizeof(buf), f);
-    fclose(f);
+    size_t len = 0;
+    ssize_t got;
+    while (len < sizeof(buf) && (got = read(fd, buf + len, sizeof(buf) - len)) > 0)
+        len += (size_t)got;
+    close(fd);
     if (len != 80)
         return config_error(n, err, errlen, "%s: must hold exactly 80 bytes (it has %s%zu)", path,
                             len > 80 ? "more than " : "", len > 80 ? (size_t)80 : len);
@@ -667,14 +685,18 @@ static void load_settings(struct colibri_server *srv, struct config *cfg, struct
         srv->tls_no_tickets = !on;
     }
     if ((n = config_take(root, "tls_ciphers"))) {
-        free(srv->tls_ciphers);
-        srv->tls_ciphers = strdup(n->value);
-        /* checked here, so the error names this line */
+        /* checked here, so the error names this line; a bad list is not
+         * kept (the default stays), or each certificate and the TLS
+         * listener would fail on it again */
         char why[512];
         struct tls_server *probe =
             tls_available() ? tls_server_new(srv->tls_protocols, n->value, why, sizeof(why)) : NULL;
-        if (tls_available() && !probe)
+        if (tls_available() && !probe) {
             note(e, n, (config_error(n, err, errlen, "%s", why), err));
+        } else {
+            free(srv->tls_ciphers);
+            srv->tls_ciphers = strdup(n->value);
+        }
         tls_server_free(probe);
     }
     load_top_modules(srv, root, e);

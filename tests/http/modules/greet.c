@@ -137,6 +137,15 @@ static int remote_addr(struct colibri_request *req, struct colibri_response *res
     return 200;
 }
 
+/* colibri_req_is_secure() as the handler sees it: "secure" or "plain". */
+static int is_secure(struct colibri_request *req, struct colibri_response *resp, void *data)
+{
+    (void)data;
+    colibri_resp_set_type(resp, "text/plain");
+    colibri_resp_printf(resp, "%s\n", colibri_req_is_secure(req) ? "secure" : "plain");
+    return 200;
+}
+
 static atomic_uint nap_defers_ran;
 
 static void nap_defer(void *arg)
@@ -406,6 +415,7 @@ int colibri_module_init(struct colibri_server *srv)
         {.name = "tally_count", .fn = tally_count},
         {.name = "versioned", .fn = versioned},
         {.name = "remote_addr", .fn = remote_addr},
+        {.name = "is_secure", .fn = is_secure},
         {.name = "nap", .fn = nap},
         {.name = "nap_defers", .fn = nap_defers},
         {.name = "fd_wait", .fn = fd_wait},
