@@ -113,7 +113,7 @@ def upstream(tmp_path):
 
 
 def proxy_server(make_server, tmp_path, to, **overrides):
-    return make_server(threads="2", **overrides, site=site(rules("/api", htpasswd(tmp_path)) + [
+    return make_server(threads="1", **overrides, site=site(rules("/api", htpasswd(tmp_path)) + [
         "proxy /api {",
         "    to = %s" % to,
         "    strip_prefix = true",
@@ -284,7 +284,7 @@ def fpm(tmp_path):
 
 
 def fastcgi_server(make_server, tmp_path, fpm, sock=None):
-    return make_server(threads="2", site=site(rules("/php", htpasswd(tmp_path)) + [
+    return make_server(threads="1", site=site(rules("/php", htpasswd(tmp_path)) + [
         "fastcgi /php {",
         "    to = unix:%s" % (sock or fpm.sock),
         "    root = %s" % fpm.www,
