@@ -381,7 +381,8 @@ def test_headers_config_errors(tmp_path):
 # ---- auth ------------------------------------------------------------------------
 
 PASSWORDS = {"bcrypt": "b-secret", "apr1": "m-secret", "sha": "s-secret", "yes": "y-secret",
-             "sha512": "6-secret", "sha256": "5-secret"}
+             "sha512": "6-secret", "sha256": "5-secret", "bcrypt2b": "2b-secret", "bcrypt2a": "2a-secret",
+             "y_as_2b": "b-secret", "y_as_2a": "b-secret"}
 
 
 def make_htpasswd(path, cost=5):
@@ -392,10 +393,17 @@ def make_htpasswd(path, cost=5):
     subprocess.run(["htpasswd", "-b", "-m", str(path), "apr1", PASSWORDS["apr1"]], check=True, capture_output=True)
     subprocess.run(["htpasswd", "-b", "-s", str(path), "sha", PASSWORDS["sha"]], check=True, capture_output=True)
     lines = []
-    for user, method in (("yes", "yescrypt"), ("sha512", "sha-512"), ("sha256", "sha-256")):
-        h = subprocess.run(["mkpasswd", "-m", method, PASSWORDS[user]], check=True, capture_output=True,
+    # htpasswd -B writes $2y$; mkpasswd (libxcrypt) writes bcrypt's other
+    # two prefixes, $2b$ and the older $2a$
+    for user, method in (("yes", ["yescrypt"]), ("sha512", ["sha-512"]), ("sha256", ["sha-256"]),
+                         ("bcrypt2b", ["bcrypt", "-R", "5"]), ("bcrypt2a", ["bcrypt-a", "-R", "5"])):
+        h = subprocess.run(["mkpasswd", "-m"] + method + [PASSWORDS[user]], check=True, capture_output=True,
                            text=True).stdout.strip()
         lines.append("%s:%s\n" % (user, h))
+    # htpasswd's own $2y$ hash under the two other prefixes: the same
+    # algorithm for a 7-bit password, which libxcrypt checks under any of them
+    y = [l for l in path.read_text().splitlines() if l.startswith("bcrypt:$2y$")][0].split(":", 1)[1]
+    lines += ["y_as_2b:$2b$%s\n" % y[4:], "y_as_2a:$2a$%s\n" % y[4:]]
     with open(path, "a") as f:
         f.write("# a comment\n\n" + "".join(lines))
 
@@ -428,6 +436,10 @@ CHALLENGE = 'Basic realm="Admin \\"zone\\"", charset="UTF-8"'
 
 def test_auth_every_hash_format(make_server, filters_so, tmp_path):
     s = auth_server(make_server, filters_so, tmp_path)
+    kinds = {l.split(":", 1)[0]: l.split(":", 1)[1][:4] for l in (tmp_path / "users.htpasswd").read_text().split()
+             if ":" in l}
+    assert [kinds[u] for u in ("bcrypt", "bcrypt2b", "bcrypt2a", "y_as_2b", "y_as_2a")] == \
+        ["$2y$", "$2b$", "$2a$", "$2b$", "$2a$"], kinds
     for user, pw in PASSWORDS.items():
         r = get(s, "/admin/x", headers=[basic(user, pw)])
         assert (user, r.status) == (user, 200)

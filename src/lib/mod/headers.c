@@ -42,8 +42,12 @@ static int apply(struct colibri_request *req, struct colibri_response *resp, voi
     for (unsigned i = 0; i < h->n; i++) {
         const struct op *o = &h->ops[i];
         if (o->type) {
-            /* an answer without a body's type (a 304, a 204) gets none */
-            if (resp->mime)
+            /* the answer's type is resp->mime, or a line of the head: a
+             * proxy or FastCGI passes its upstream's on as it came (and a
+             * handler may write one); an answer without a type (a 304, a
+             * 204) gets none */
+            bool line = colibri_resp_header_remove(resp, "Content-Type") > 0;
+            if (resp->mime || line)
                 colibri_resp_set_type(resp, o->kind == OP_REMOVE ? NULL : o->value);
             continue;
         }
