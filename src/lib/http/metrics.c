@@ -172,6 +172,9 @@ static const struct {
                                                          "subscribers."},
     [HTTP_METRICS_H2_CONN] = {"colibri_http2_connections_open", "HTTP/2 connections open."},
     [HTTP_METRICS_H2_STREAM] = {"colibri_http2_streams_open", "HTTP/2 streams open."},
+    [HTTP_METRICS_H2_REST] = {"colibri_http2_connections_resting",
+                              "HTTP/2 connections idle without a session (rebuilt at their next "
+                              "bytes)."},
 };
 
 static int render_conns(struct conn_ctx *ctx, struct strbuf *out)
@@ -246,12 +249,17 @@ int http_metrics_render(const struct colibri_request *req, struct strbuf *out)
                        "# HELP colibri_http2_connections_total HTTP/2 connections begun.\n"
                        "# TYPE colibri_http2_connections_total counter\n"
                        "colibri_http2_connections_total %llu\n"
+                       "# HELP colibri_http2_rests_total Times an idle HTTP/2 connection "
+                       "gave up its session.\n"
+                       "# TYPE colibri_http2_rests_total counter\n"
+                       "colibri_http2_rests_total %llu\n"
                        "# HELP colibri_channel_subscribers_dropped_total Channel subscribers "
                        "dropped (too far behind, or out of memory).\n"
                        "# TYPE colibri_channel_subscribers_dropped_total counter\n"
                        "colibri_channel_subscribers_dropped_total %llu\n",
                        (unsigned long long)sum.opened[HTTP_METRICS_H2_STREAM],
                        (unsigned long long)sum.opened[HTTP_METRICS_H2_CONN],
+                       (unsigned long long)sum.opened[HTTP_METRICS_H2_REST],
                        (unsigned long long)atomic_load(&http_metrics_sub_drops));
     for (unsigned i = 0; i < n_srcs; i++)
         r |= srcs[i].render(out);

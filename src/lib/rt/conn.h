@@ -397,6 +397,10 @@ void conn_sub_end(struct conn_ctx *sub, enum conn_cut why);
  * is (requests in sub-contexts), it is in no timeout queue, as a
  * conn_sleep() is not: the sub-contexts' own waits bound the time. */
 ssize_t conn_read_or_sub(struct conn_ctx *ctx, bool busy);
+/* The same, and -ETIMEDOUT when nothing came (no bytes, no kick) within
+ * timeout_ms (< 0: no limit but the keep-alive timeout's). The wait's
+ * timer is the one conn_sleep() uses: no system call. */
+ssize_t conn_read_or_sub_for(struct conn_ctx *ctx, bool busy, int timeout_ms);
 
 /* Per-connection buffers above this size are not kept in the pool, nor
  * across a conn_park(). */
