@@ -492,8 +492,19 @@ static void rest(struct h2_conn *c)
     c->s = NULL;
     c->resting = true;
     c->quiet = false;
-    strbuf_free(&c->ctx->out);
-    http_metrics_begin(conn_worker_state(c->ctx), HTTP_METRICS_H2_REST);
+    /* the connection's own HTTP/1.1 scratch (its preface was parsed as a
+     * request line): its streams have theirs */
+    struct http_conn *hc = conn_state(c->ctx);
+    arena_free(&hc->arena);
+    strbuf_free(&hc->body);
+    strbuf_free(&hc->hdrs);
+    strbuf_free(&hc->reqbody);
+    struct http_worker *hw = conn_worker_state(c->ctx);
+    /* the session's blocks are free, but glibc keeps their pages until a
+     * trim: the worker's next tick (once a second at most) */
+    hw->trim_wanted = true;
+    conn_want_tick(c->ctx);
+    http_metrics_begin(hw, HTTP_METRICS_H2_REST);
 }
 
 static size_t put_frame_hd(uint8_t *p, size_t len, uint8_t type, uint8_t flags)
@@ -778,9 +789,10 @@ static enum conn_verdict h2_loop(struct h2_conn *c)
                 wait_ms = c->idle_tried ? -1 : H2_REST_MS;
             else if (nghttp2_session_get_local_settings(c->s, NGHTTP2_SETTINGS_HEADER_TABLE_SIZE))
                 ; /* our table size 0 is not acknowledged yet */
-            else if (windows_kept(c))
+            else if (windows_kept(c)) {
                 rest(c);
-            else
+                conn_shed(ctx);
+            } else
                 c->quiet = false, c->idle_tried = true;
         }
         /* requests at work: their own waits bound the time; none (only

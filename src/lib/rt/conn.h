@@ -253,6 +253,11 @@ ssize_t conn_read(struct conn_ctx *ctx, bool may_idle);
  * caller must hold nothing across it that a reload could free (read its
  * configuration again after it). */
 bool conn_park(struct conn_ctx *ctx);
+/* From the connection's coroutine, before a wait for input that may be
+ * long, with nothing buffered either way (an idle HTTP/2 connection that
+ * keeps its context): the pages of its input buffer, its output buffer
+ * and its stack below the caller go back to the system. */
+void conn_shed(struct conn_ctx *ctx);
 /* Moves the unconsumed input to the start of the buffer. */
 void conn_compact(struct conn_ctx *ctx);
 /* Writes all of iov (modifies it). */
