@@ -321,7 +321,7 @@ def test_many_connections_rest_then_wake(env):
         (r,) = c.wait(tls_request(c, "/echo", headers=[("x-conn", str(i))]))
         assert ("x-conn: %d\r\n" % i) in bytes(r["data"]).decode()
         conns.append(c)
-    until_resting(srv, n, conns, timeout=15)
+    until_resting(srv, n, conns, timeout=30)
     assert metric(srv, "colibri_http2_connections_open") == n
     # all wake at once: every request is sent before any answer is read
     sids = [tls_request(c, "/echo", headers=[("x-conn", str(i)), ("x-again", "yes")]) for i, c in enumerate(conns)]
@@ -332,3 +332,46 @@ def test_many_connections_rest_then_wake(env):
     assert metric(srv, "colibri_http2_connections_resting") == 0
     for c in conns:
         c.close()
+
+
+def test_small_client_window_is_kept(env):
+    """The client leaves the server less than the initial 65,535 bytes of
+    connection window: a rebuilt session must not send beyond it (the h2
+    library fails the connection if it does), and goes on once the
+    client's WINDOW_UPDATE comes."""
+    srv = env.srv
+    small, big = os.urandom(60000), os.urandom(20000)
+    (srv.root / "60k.bin").write_bytes(small)
+    (srv.root / "20k.bin").write_bytes(big)
+    c = Conn(env)
+    st, data = download_unacknowledged(c, "/60k.bin", len(small))
+    assert st == "200" and data == small
+    left = c.conn.inbound_flow_control_window
+    assert left == 65535 - 60000
+    until_resting(srv, 1, [c])
+    sid = tls_request(c, "/20k.bin")
+    got = bytearray()
+    quiet_since = time.monotonic()
+    while time.monotonic() - quiet_since < 1.0:  # until a second without DATA
+        c.sock.settimeout(0.2)
+        try:
+            d = c.sock.recv(65536)
+        except (socket.timeout, ssl.SSLWantReadError):
+            continue
+        assert d, "closed"
+        for ev in c.conn.receive_data(d):  # raises FlowControlError past the window
+            if isinstance(ev, h2.events.DataReceived) and ev.stream_id == sid:
+                got += ev.data
+                quiet_since = time.monotonic()
+            assert not isinstance(ev, h2.events.StreamEnded)
+        c.flush()
+    c.sock.settimeout(10 * TIME_SCALE)
+    assert len(got) == left, (len(got), left)
+    # the window opens: the rest comes
+    c.conn.increment_flow_control_window(1 << 20)
+    c.flush()
+    c.streams[sid]["data"] = got
+    (r,) = c.wait(sid)
+    assert r["headers"] is None or r["headers"].get(":status", "200") == "200"
+    assert bytes(r["data"]) == big
+    c.close()
