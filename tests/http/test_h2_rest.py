@@ -28,6 +28,7 @@ import h2.events
 import h2.settings
 import pytest
 
+from browser import browser  # noqa: F401 (the fixture)
 from conftest import free_port
 from rawhttp import TIME_SCALE, request
 from test_http2 import H2
@@ -375,3 +376,58 @@ def test_small_client_window_is_kept(env):
     assert r["headers"] is None or r["headers"].get(":status", "200") == "200"
     assert bytes(r["data"]) == big
     c.close()
+
+
+def test_chromium_connection_rests_and_wakes(make_server, browser, tmp_path):  # noqa: F811
+    """Chromium's connection rests while the page is idle, then the page's
+    fetch() calls go on the same connection (one HTTP/2 connection in all),
+    their fields (in Chromium's HPACK table from the load) arriving whole."""
+    from test_tls import make_cert
+
+    make_cert(tmp_path, "default", "localhost", ["localhost"])
+    root = tmp_path / "site"
+    root.mkdir()
+    (root / "index.html").write_text('<!doctype html><html><head><link rel="icon" href="data:,"></head>'
+                                     '<body><p id="done">page</p></body></html>\n')
+    (root / "1m.bin").write_bytes(BIG)
+    port = free_port()
+    srv = make_server(
+        site="listener 127.0.0.1:%d {\n    tls = true\n}\n" % port
+        + "site {\n    tls_certificate = default.pem\n    tls_key = default.key\n"
+        "    metrics /metrics {\n        allow = 127.0.0.1/8\n    }\n"
+        "    handler /echo echo\n"
+        "    serve_files / {\n        path = %s\n        index = index.html\n    }\n}\n" % root)
+    page = browser(flags=["--ignore-certificate-errors"])
+    page.open("https://localhost:%d/" % port)
+    drv = page.driver
+    fetch = ("const done = arguments[arguments.length - 1];"
+             "fetch('/echo?n=' + arguments[0], {headers: {'x-rest-test': 'value ' + arguments[0],"
+             " 'x-long': 'L'.repeat(300)}}).then(r => r.text()).then(done, e => done('error ' + e));")
+    for i in range(3):
+        text = drv.execute_async_script(fetch, i)
+        assert "x-rest-test: value %d\r\n" % i in text and "x-long: " + "L" * 300 in text, text
+    # every HTTP/2 connection Chromium keeps to the server at rest (it may
+    # hold a spare one besides the page's)
+    deadline = time.monotonic() + 10 * TIME_SCALE
+    while True:
+        text = scrape(srv)
+        open_ = float(re.search(r"^colibri_http2_connections_open (\S+)$", text, re.M).group(1))
+        resting = float(re.search(r"^colibri_http2_connections_resting (\S+)$", text, re.M).group(1))
+        if open_ >= 1 and resting == open_:
+            break
+        assert time.monotonic() < deadline, text
+        time.sleep(0.1)
+    before = float(re.search(r"^colibri_http2_connections_total (\S+)$", text, re.M).group(1))
+    for i in range(3, 6):
+        text = drv.execute_async_script(fetch, i)
+        assert "x-rest-test: value %d\r\n" % i in text and "x-long: " + "L" * 300 in text, text
+    size = drv.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "fetch('/1m.bin').then(r => r.arrayBuffer()).then(b => done(b.byteLength), e => done('error ' + e));")
+    assert size == len(BIG)
+    protos = drv.execute_script("return performance.getEntriesByType('resource').map(e => e.nextHopProtocol)")
+    assert protos and all(p == "h2" for p in protos), protos
+    text = scrape(srv)
+    # no new connection: the fetches woke a connection at rest
+    assert float(re.search(r"^colibri_http2_connections_total (\S+)$", text, re.M).group(1)) == before, text
+    assert float(re.search(r"^colibri_http2_rests_total (\S+)$", text, re.M).group(1)) >= 1
