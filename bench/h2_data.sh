@@ -10,10 +10,14 @@
 # (Ir(N) - Ir(N0)) / (N - N0), by object (bench/cg_objects.py).
 #
 # Environment: N (2000), N0 (200), PATHS ("/4k.bin /1m.bin"), BUILD or
-# COLIBRI as for run.sh, SKIP_STRACE=1, SKIP_CALLGRIND=1.
+# COLIBRI as for run.sh, SKIP_STRACE=1, SKIP_CALLGRIND=1. SERVER=h2o runs
+# the callgrind part on h2o 2.2.5 instead (bench/h2o.conf.in, one thread;
+# h2o forks helpers, so callgrind follows children and the counts are the
+# serving process's: the one valgrind started).
 #
 #   bench/h2_data.sh
 #   COLIBRI=/tmp/colibri.base bench/h2_data.sh
+#   SERVER=h2o SKIP_STRACE=1 PATHS="/hello.txt /4k.bin" bench/h2_data.sh
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -54,13 +58,38 @@ if [ -z "${SKIP_CALLGRIND:-}" ]; then
         for n in "$N0" "$N"; do
             port=$($PY ports 1)
             out=$BENCH_TMP/cg-$n.out
-            bench_start_colibri 1 "$port" valgrind --tool=callgrind --callgrind-out-file="$out"
-            $PY wait "$port" 120 "$COLIBRI_PID" || { cat "$COLIBRI_LOG" >&2; exit 1; }
+            if [ "${SERVER:-colibri}" = h2o ]; then
+                # user root: as nobody, h2o could not write callgrind's file
+                $PY render "$BENCH_DIR/h2o.conf.in" "$BENCH_TMP/h2o.conf" PORT="$port" \
+                    TLS_PORT="$($PY ports 1)" ROOT="$BENCH_ROOT" TMP="$BENCH_TMP" USER_LINE="user: root"
+                [ -f "$BENCH_TMP/cert.pem" ] || openssl req -x509 -newkey ec \
+                    -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
+                    -keyout "$BENCH_TMP/key.pem" -out "$BENCH_TMP/cert.pem" 2>/dev/null
+                valgrind --tool=callgrind --trace-children=yes \
+                    --callgrind-out-file="$BENCH_TMP/cg-h2o-$n.%p" \
+                    h2o -c "$BENCH_TMP/h2o.conf" >"$BENCH_TMP/h2o.log" 2>&1 &
+                pid=$!
+                BENCH_PIDS+=("$pid")
+                for ((i = 0; i < 600; i++)); do # h2o has no /hello: the file
+                    curl -sf -o /dev/null "http://127.0.0.1:$port/hello.txt" && break
+                    bench_alive "$pid" || { cat "$BENCH_TMP/h2o.log" >&2; exit 1; }
+                    sleep 0.2
+                done
+            else
+                bench_start_colibri 1 "$port" valgrind --tool=callgrind --callgrind-out-file="$out"
+                pid=$COLIBRI_PID
+                $PY wait "$port" 120 "$pid" || { cat "$COLIBRI_LOG" >&2; exit 1; }
+            fi
             warm "$port"
             h2load -n "$n" -c 4 -m 16 "http://127.0.0.1:$port$p" | grep -E "^requests:" >&2
-            bench_stop "$COLIBRI_PID" 60
+            bench_stop "$pid" 60
+            if [ "${SERVER:-colibri}" = h2o ]; then
+                sleep 1 # the forked helpers write their files as they end
+                mv "$BENCH_TMP/cg-h2o-$n.$pid" "$out"
+                rm -f "$BENCH_TMP"/cg-h2o-"$n".*
+            fi
         done
-        echo "== callgrind, GET $p (h2c, -c 4 -m 16): instructions per request, (Ir($N) - Ir($N0)) / $((N - N0))"
+        echo "== callgrind, ${SERVER:-colibri}, GET $p (h2c, -c 4 -m 16): instructions per request, (Ir($N) - Ir($N0)) / $((N - N0))"
         python3 "$BENCH_DIR/cg_objects.py" "$BENCH_TMP/cg-$N.out" >"$BENCH_TMP/a"
         python3 "$BENCH_DIR/cg_objects.py" "$BENCH_TMP/cg-$N0.out" >"$BENCH_TMP/b"
         python3 - "$BENCH_TMP/a" "$BENCH_TMP/b" "$((N - N0))" <<'PY'

@@ -70,20 +70,14 @@ static int render(struct strbuf *out)
      * released: a request at work may have the one and not yet the other */
     uint64_t hits = served > miss ? served - miss : 0;
     uint64_t held = atomic_load_explicit(&files_cache_bytes, memory_order_relaxed);
-    return strbuf_printf(out,
-                         "# HELP colibri_files_cache_hits_total serve_files lookups answered from "
-                         "the cache.\n# TYPE colibri_files_cache_hits_total counter\n"
-                         "colibri_files_cache_hits_total %llu\n"
-                         "# HELP colibri_files_cache_misses_total serve_files lookups that "
-                         "opened the file (or directory) anew.\n"
-                         "# TYPE colibri_files_cache_misses_total counter\n"
-                         "colibri_files_cache_misses_total %llu\n"
-                         "# HELP colibri_files_cache_bytes Bytes of files serve_files holds "
-                         "in memory (bodies, their compressed forms, listings).\n"
-                         "# TYPE colibri_files_cache_bytes gauge\n"
-                         "colibri_files_cache_bytes %llu\n",
-                         (unsigned long long)hits, (unsigned long long)miss,
-                         (unsigned long long)held);
+    return http_metrics_one(out, "colibri_files_cache_hits_total", "counter",
+                            "serve_files lookups answered from the cache.", hits) |
+           http_metrics_one(out, "colibri_files_cache_misses_total", "counter",
+                            "serve_files lookups that opened the file (or directory) anew.", miss) |
+           http_metrics_one(out, "colibri_files_cache_bytes", "gauge",
+                            "Bytes of files serve_files holds in memory (bodies, their "
+                            "compressed forms, listings).",
+                            held);
 }
 
 void files_stats_register(void)

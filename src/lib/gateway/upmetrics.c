@@ -85,12 +85,12 @@ static int labels(struct strbuf *out, const struct row *w, const char *extra)
     return r;
 }
 
-/* One family of plain series: its HELP (and TYPE) text, then a line per
- * row with the uint64_t at field. */
-static int family(struct strbuf *out, const char *name, const char *help, const struct row *rows,
-                  size_t n, size_t field)
+/* One family of plain series: its head, then a line per row with the
+ * uint64_t at field. */
+static int family(struct strbuf *out, const char *name, const char *type, const char *help,
+                  const struct row *rows, size_t n, size_t field)
 {
-    int r = strbuf_printf(out, "# HELP %s %s\n", name, help);
+    int r = http_metrics_head(out, name, type, help);
     for (size_t k = 0; k < n; k++) {
         r |= strbuf_append_str(out, name);
         r |= labels(out, &rows[k], "");
@@ -134,22 +134,19 @@ static int render(struct strbuf *out)
         }
     /* the names are the groups': written out before the lock goes */
     if (n) {
-        r |= family(out, "colibri_upstream_up",
+        r |= family(out, "colibri_upstream_up", "gauge",
                     "Whether the upstream server is up (1) or marked down (0) by failures "
-                    "or its health check.\n# TYPE colibri_upstream_up gauge",
+                    "or its health check.",
                     rows, n, offsetof(struct row, up));
-        r |= family(out, "colibri_upstream_requests_total",
-                    "Requests sent to the upstream server (answered or failed).\n"
-                    "# TYPE colibri_upstream_requests_total counter",
-                    rows, n, offsetof(struct row, requests));
-        r |= family(out, "colibri_upstream_failures_total",
+        r |= family(out, "colibri_upstream_requests_total", "counter",
+                    "Requests sent to the upstream server (answered or failed).", rows, n,
+                    offsetof(struct row, requests));
+        r |= family(out, "colibri_upstream_failures_total", "counter",
                     "Failed attempts on the upstream server (connect, timeout, invalid "
-                    "answer).\n# TYPE colibri_upstream_failures_total counter",
+                    "answer).",
                     rows, n, offsetof(struct row, failures));
-        r |= strbuf_append_str(out,
-                               "# HELP colibri_upstream_response_seconds From the first connect "
-                               "to the upstream's answer head.\n"
-                               "# TYPE colibri_upstream_response_seconds histogram\n");
+        r |= http_metrics_head(out, "colibri_upstream_response_seconds", "histogram",
+                               "From the first connect to the upstream's answer head.");
         for (size_t k = 0; k < n; k++) {
             uint64_t cum = 0;
             for (unsigned b = 0; b < GW_TIME_BUCKETS; b++) {

@@ -177,31 +177,39 @@ static const struct {
                               "bytes)."},
 };
 
+int http_metrics_head(struct strbuf *out, const char *name, const char *type, const char *help)
+{
+    return strbuf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+int http_metrics_one(struct strbuf *out, const char *name, const char *type, const char *help,
+                     uint64_t v)
+{
+    return http_metrics_head(out, name, type, help) |
+           strbuf_printf(out, "%s %llu\n", name, (unsigned long long)v);
+}
+
 static int render_conns(struct conn_ctx *ctx, struct strbuf *out)
 {
     struct conn_stats cs;
     conn_stats(ctx, &cs);
-    return strbuf_printf(
-        out,
-        "# HELP colibri_connections_accepted_total Connections accepted.\n"
-        "# TYPE colibri_connections_accepted_total counter\n"
-        "colibri_connections_accepted_total %llu\n"
-        "# HELP colibri_connections_handled_total Connections accepted and not refused at once "
-        "(out of file descriptors, a stop).\n"
-        "# TYPE colibri_connections_handled_total counter\n"
-        "colibri_connections_handled_total %llu\n"
-        "# HELP colibri_connections_active Connections open, in every state.\n"
-        "# TYPE colibri_connections_active gauge\n"
-        "colibri_connections_active %llu\n"
-        "# HELP colibri_connections Open connections by state: reading a request, writing "
-        "(a request at work or its answer), waiting (idle between requests).\n"
-        "# TYPE colibri_connections gauge\n"
-        "colibri_connections{state=\"reading\"} %llu\n"
-        "colibri_connections{state=\"writing\"} %llu\n"
-        "colibri_connections{state=\"waiting\"} %llu\n",
-        (unsigned long long)cs.accepted, (unsigned long long)cs.handled,
-        (unsigned long long)cs.active, (unsigned long long)cs.reading,
-        (unsigned long long)cs.writing, (unsigned long long)cs.waiting);
+    return http_metrics_one(out, "colibri_connections_accepted_total", "counter",
+                            "Connections accepted.", cs.accepted) |
+           http_metrics_one(out, "colibri_connections_handled_total", "counter",
+                            "Connections accepted and not refused at once (out of file "
+                            "descriptors, a stop).",
+                            cs.handled) |
+           http_metrics_one(out, "colibri_connections_active", "gauge",
+                            "Connections open, in every state.", cs.active) |
+           http_metrics_head(out, "colibri_connections", "gauge",
+                             "Open connections by state: reading a request, writing (a request "
+                             "at work or its answer), waiting (idle between requests).") |
+           strbuf_printf(out,
+                         "colibri_connections{state=\"reading\"} %llu\n"
+                         "colibri_connections{state=\"writing\"} %llu\n"
+                         "colibri_connections{state=\"waiting\"} %llu\n",
+                         (unsigned long long)cs.reading, (unsigned long long)cs.writing,
+                         (unsigned long long)cs.waiting);
 }
 
 int http_metrics_render(const struct colibri_request *req, struct strbuf *out)
@@ -238,35 +246,23 @@ int http_metrics_render(const struct colibri_request *req, struct strbuf *out)
     for (unsigned k = 0; k < HTTP_METRICS_STREAM_KINDS; k++) {
         /* read apart: an end may be summed and its beginning not */
         uint64_t open = sum.opened[k] > sum.ended[k] ? sum.opened[k] - sum.ended[k] : 0;
-        r |= strbuf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %llu\n", stream_names[k].name,
-                           stream_names[k].help, stream_names[k].name, stream_names[k].name,
-                           (unsigned long long)open);
+        r |= http_metrics_one(out, stream_names[k].name, "gauge", stream_names[k].help, open);
     }
-    r |= strbuf_printf(out,
-                       "# HELP colibri_http2_streams_total HTTP/2 streams begun.\n"
-                       "# TYPE colibri_http2_streams_total counter\n"
-                       "colibri_http2_streams_total %llu\n"
-                       "# HELP colibri_http2_connections_total HTTP/2 connections begun.\n"
-                       "# TYPE colibri_http2_connections_total counter\n"
-                       "colibri_http2_connections_total %llu\n"
-                       "# HELP colibri_http2_rests_total Times an idle HTTP/2 connection "
-                       "gave up its session.\n"
-                       "# TYPE colibri_http2_rests_total counter\n"
-                       "colibri_http2_rests_total %llu\n"
-                       "# HELP colibri_channel_subscribers_dropped_total Channel subscribers "
-                       "dropped (too far behind, or out of memory).\n"
-                       "# TYPE colibri_channel_subscribers_dropped_total counter\n"
-                       "colibri_channel_subscribers_dropped_total %llu\n",
-                       (unsigned long long)sum.opened[HTTP_METRICS_H2_STREAM],
-                       (unsigned long long)sum.opened[HTTP_METRICS_H2_CONN],
-                       (unsigned long long)sum.opened[HTTP_METRICS_H2_REST],
-                       (unsigned long long)atomic_load(&http_metrics_sub_drops));
+    r |= http_metrics_one(out, "colibri_http2_streams_total", "counter", "HTTP/2 streams begun.",
+                          sum.opened[HTTP_METRICS_H2_STREAM]);
+    r |= http_metrics_one(out, "colibri_http2_connections_total", "counter",
+                          "HTTP/2 connections begun.", sum.opened[HTTP_METRICS_H2_CONN]);
+    r |= http_metrics_one(out, "colibri_http2_rests_total", "counter",
+                          "Times an idle HTTP/2 connection gave up its session.",
+                          sum.opened[HTTP_METRICS_H2_REST]);
+    r |= http_metrics_one(out, "colibri_channel_subscribers_dropped_total", "counter",
+                          "Channel subscribers dropped (too far behind, or out of memory).",
+                          atomic_load(&http_metrics_sub_drops));
     for (unsigned i = 0; i < n_srcs; i++)
         r |= srcs[i].render(out);
 
-    r |= strbuf_append_str(out, "# HELP colibri_http_requests_total Requests answered, by site, "
-                                "status class and method.\n"
-                                "# TYPE colibri_http_requests_total counter\n");
+    r |= http_metrics_head(out, "colibri_http_requests_total", "counter",
+                           "Requests answered, by site, status class and method.");
     for (unsigned s = 0; s < HTTP_METRICS_SITES; s++)
         for (unsigned c = 0; c < 5; c++)
             for (unsigned k = 0; k < COLIBRI_METHOD_COUNT; k++) {
@@ -279,16 +275,12 @@ int http_metrics_render(const struct colibri_request *req, struct strbuf *out)
                                        colibri_method_name((enum colibri_method)k),
                                        (unsigned long long)v);
             }
-    r |= strbuf_printf(out,
-                       "# HELP colibri_http_request_bytes_total Request bytes received (heads and "
-                       "bodies).\n# TYPE colibri_http_request_bytes_total counter\n"
-                       "colibri_http_request_bytes_total %llu\n"
-                       "# HELP colibri_http_response_body_bytes_total Response body bytes sent.\n"
-                       "# TYPE colibri_http_response_body_bytes_total counter\n"
-                       "colibri_http_response_body_bytes_total %llu\n"
-                       "# HELP colibri_http_request_duration_seconds From a request's head to its "
-                       "answer.\n# TYPE colibri_http_request_duration_seconds histogram\n",
-                       (unsigned long long)sum.bytes_in, (unsigned long long)sum.bytes_out);
+    r |= http_metrics_one(out, "colibri_http_request_bytes_total", "counter",
+                          "Request bytes received (heads and bodies).", sum.bytes_in);
+    r |= http_metrics_one(out, "colibri_http_response_body_bytes_total", "counter",
+                          "Response body bytes sent.", sum.bytes_out);
+    r |= http_metrics_head(out, "colibri_http_request_duration_seconds", "histogram",
+                           "From a request's head to its answer.");
     uint64_t cum = 0;
     for (unsigned b = 0; b < HTTP_METRICS_BUCKETS; b++) {
         cum += sum.duration[b];
@@ -303,17 +295,12 @@ int http_metrics_render(const struct colibri_request *req, struct strbuf *out)
                        "colibri_http_request_duration_seconds_count %llu\n",
                        (unsigned long long)cum, (double)sum.duration_ns / 1e9,
                        (unsigned long long)cum);
+    r |= http_metrics_one(out, "colibri_http_connections_total", "counter",
+                          "Connections that sent a request.", sum.connections);
+    r |= http_metrics_one(out, "colibri_http_keepalive_requests_total", "counter",
+                          "Requests after the first on their connection.", sum.reused);
+    r |= http_metrics_head(out, "colibri_reloads_total", "counter", "Config reloads, by outcome.");
     r |= strbuf_printf(out,
-                       "# HELP colibri_http_connections_total Connections that sent a request.\n"
-                       "# TYPE colibri_http_connections_total counter\n"
-                       "colibri_http_connections_total %llu\n"
-                       "# HELP colibri_http_keepalive_requests_total Requests after the first on "
-                       "their connection.\n# TYPE colibri_http_keepalive_requests_total counter\n"
-                       "colibri_http_keepalive_requests_total %llu\n",
-                       (unsigned long long)sum.connections, (unsigned long long)sum.reused);
-    r |= strbuf_printf(out,
-                       "# HELP colibri_reloads_total Config reloads, by outcome.\n"
-                       "# TYPE colibri_reloads_total counter\n"
                        "colibri_reloads_total{outcome=\"ok\"} %llu\n"
                        "colibri_reloads_total{outcome=\"failed\"} %llu\n",
                        (unsigned long long)atomic_load(&reloads[1]),
@@ -321,33 +308,26 @@ int http_metrics_render(const struct colibri_request *req, struct strbuf *out)
     if (tls_available()) {
         uint64_t full, resumed, failed;
         tls_handshake_counts(&full, &resumed, &failed);
+        r |= http_metrics_head(out, "colibri_tls_handshakes_total", "counter",
+                               "TLS handshakes, by result: full, resumed (a session ticket) or "
+                               "failed.");
         r |= strbuf_printf(out,
-                           "# HELP colibri_tls_handshakes_total TLS handshakes, by result: full, "
-                           "resumed (a session ticket) or failed.\n"
-                           "# TYPE colibri_tls_handshakes_total counter\n"
                            "colibri_tls_handshakes_total{result=\"full\"} %llu\n"
                            "colibri_tls_handshakes_total{result=\"resumed\"} %llu\n"
                            "colibri_tls_handshakes_total{result=\"failed\"} %llu\n",
                            (unsigned long long)full, (unsigned long long)resumed,
                            (unsigned long long)failed);
     }
-    r |= strbuf_printf(out,
-                       "# HELP process_start_time_seconds Start time of the process since the "
-                       "epoch, in seconds.\n# TYPE process_start_time_seconds gauge\n"
-                       "process_start_time_seconds %lld\n",
-                       (long long)started);
+    r |= http_metrics_one(out, "process_start_time_seconds", "gauge",
+                          "Start time of the process since the epoch, in seconds.",
+                          (uint64_t)started);
     int fds = open_fds();
     if (fds >= 0)
-        r |= strbuf_printf(out,
-                           "# HELP process_open_fds Open file descriptors.\n"
-                           "# TYPE process_open_fds gauge\nprocess_open_fds %d\n",
-                           fds);
+        r |= http_metrics_one(out, "process_open_fds", "gauge", "Open file descriptors.",
+                              (uint64_t)fds);
     long rss = rss_bytes();
     if (rss >= 0)
-        r |= strbuf_printf(out,
-                           "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
-                           "# TYPE process_resident_memory_bytes gauge\n"
-                           "process_resident_memory_bytes %ld\n",
-                           rss);
+        r |= http_metrics_one(out, "process_resident_memory_bytes", "gauge",
+                              "Resident memory size in bytes.", (uint64_t)rss);
     return r ? -ENOMEM : 0;
 }

@@ -93,6 +93,12 @@ unsigned http_metrics_site(const struct colibri_request *req);
  * is on (at once if it is already). Registered once per function, for the
  * life of the process (at most 8). */
 void http_metrics_source(int (*render)(struct strbuf *out), void (*on)(void));
+/* The text format's pieces, for every source: a family's "# HELP" and
+ * "# TYPE" lines (type: "counter", "gauge", "histogram"), and a family of
+ * one series without labels, its head and "NAME VALUE". 0 or -ENOMEM. */
+int http_metrics_head(struct strbuf *out, const char *name, const char *type, const char *help);
+int http_metrics_one(struct strbuf *out, const char *name, const char *type, const char *help,
+                     uint64_t v);
 /* A metrics section turns counting on (for good). */
 void http_metrics_enable(void);
 /* Every worker's counters summed, as Prometheus text exposition into out;

@@ -450,6 +450,21 @@ static int more(struct colibri_ws *ws, bool idle)
     }
 }
 
+/* A message refused for its size (1009) or for the worker's memory
+ * (1013): not a violation, so the WebSocket closes as a normal close
+ * does. The close goes now, the message's buffer is let go, and what the
+ * peer still sends is read and dropped until its close or the close
+ * deadline: closing at once with its bytes unread would make the kernel
+ * reset the connection, and the peer could lose the close frame. */
+static void refuse(struct colibri_ws *ws, unsigned code)
+{
+    if (!ws->close_sent)
+        send_close(ws, code, NULL, 0);
+    if (!ws->close_code)
+        ws->close_code = code;
+    msg_free(ws);
+}
+
 /* The input ended or the wait was cut short. */
 static int io_end(struct colibri_ws *ws, int r)
 {
@@ -513,10 +528,19 @@ static int read_data(struct colibri_ws *ws, const struct ws_frame *f)
             /* unmasked in place: the input buffer is done with these bytes */
             ws_unmask(p, n, f->mask, got);
             int r = ws_deflate_inflate_piece(ws->z, p, n, ws->max_message, msg);
-            if (r < 0)
+            if (r == -WS_CLOSE_TOO_BIG || r == -WS_CLOSE_TRY_AGAIN) {
+                refuse(ws, (unsigned)-r);
+                keep = text = inflate = false;
+            } else if (r < 0) {
                 return fail(ws, r == -ENOMEM ? WS_CLOSE_INTERNAL : (unsigned)-r);
+            }
         } else if (keep) {
             int r = msg_reserve(msg, n, ws);
+            if (r == -WS_CLOSE_TRY_AGAIN) {
+                refuse(ws, (unsigned)-r);
+                keep = text = false;
+                continue; /* these bytes again, dropped */
+            }
             if (r < 0)
                 return fail(ws, r == -ENOMEM ? WS_CLOSE_INTERNAL : (unsigned)-r);
             memcpy(msg->buf + before, p, n);
@@ -592,8 +616,8 @@ int colibri_ws_read(struct colibri_ws *ws, struct colibri_ws_msg *msg)
         /* a compressed message is held to the limit by its compressed
          * size too (the inflated one is checked as it grows) */
         uint64_t sofar = ws->rx.compressed ? ws->zin_len : ws->msg.len;
-        if (f.len > ws->max_message - sofar)
-            return fail(ws, WS_CLOSE_TOO_BIG);
+        if (f.len > ws->max_message - sofar && !ws->close_sent)
+            refuse(ws, WS_CLOSE_TOO_BIG); /* its payload is dropped below */
         if (ws->rx.compressed)
             ws->zin_len += f.len;
         if ((r = read_data(ws, &f)) < 0)

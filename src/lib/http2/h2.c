@@ -70,7 +70,7 @@ static int on_begin_frame(nghttp2_session *s, const nghttp2_frame_hd *hd, void *
 
 static struct h2_stream *stream_new(nghttp2_session *s, struct h2_conn *c, int32_t id)
 {
-    struct h2_stream *st = calloc(1, sizeof(*st));
+    struct h2_stream *st = h2_stream_alloc();
     if (!st)
         return NULL;
     st->id = id;
@@ -244,7 +244,7 @@ static nghttp2_session *session_new(struct h2_conn *c, bool rebuilt)
     /* a session rebuilt after a rest: the client's preface came long ago */
     if (rebuilt)
         nghttp2_option_set_no_recv_client_magic(opt, 1);
-    if (nghttp2_session_server_new2(&s, cb, c, opt))
+    if (nghttp2_session_server_new3(&s, cb, c, opt, &h2_mem))
         s = NULL;
     nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cb);

@@ -6,6 +6,7 @@
 #include "http2/stream.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -86,13 +87,15 @@ void h2_stream_header(struct h2_stream *st, const char *name, size_t nlen, const
         if ((nlen > 3 && !memcmp(name, "if-", 3)) || name_is(name, nlen, "range") ||
             name_is(name, nlen, "accept-encoding"))
             st->file_fields = true;
-        r = strbuf_append(&st->lines, name, nlen);
-        if (!r)
-            r = strbuf_append(&st->lines, ": ", 2);
-        if (!r)
-            r = strbuf_append(&st->lines, value, vlen);
-        if (!r)
-            r = strbuf_append(&st->lines, "\r\n", 2);
+        r = strbuf_reserve(&st->lines, nlen + vlen + 4);
+        if (!r) {
+            char *p = st->lines.buf + st->lines.len;
+            memcpy(p, name, nlen);
+            memcpy(p + nlen, ": ", 2);
+            memcpy(p + nlen + 2, value, vlen);
+            memcpy(p + nlen + 2 + vlen, "\r\n", 3);
+            st->lines.len += nlen + vlen + 4;
+        }
     }
     if (r)
         st->too_large = true;
@@ -100,6 +103,10 @@ void h2_stream_header(struct h2_stream *st, const char *name, size_t nlen, const
 
 static enum colibri_method method_of(struct view m, bool *known)
 {
+    if (m.len == 3 && !memcmp(m.p, "GET", 3)) {
+        *known = true;
+        return COLIBRI_GET;
+    }
     for (unsigned i = 0; i < COLIBRI_METHOD_COUNT; i++) {
         const char *name = colibri_method_name((enum colibri_method)i);
         if (name && strlen(name) == m.len && !memcmp(name, m.p, m.len)) {
@@ -201,54 +208,56 @@ int h2_build_head(struct h2_stream *st, struct arena *ar, struct http_head *h)
 
 /* --- the answer's head: HEADERS --------------------------------------------- */
 
-static bool conn_specific(struct view name)
+/* Hop-by-hop fields, which HTTP/2 forbids (RFC 9113 8.2.2); any case. */
+static bool conn_specific(const char *p, size_t len)
 {
-    static const char *const drop[] = {"connection", "keep-alive", "proxy-connection",
-                                       "transfer-encoding", "upgrade"};
-    for (size_t i = 0; i < N_ELEMENTS(drop); i++)
-        if (strlen(drop[i]) == name.len && !memcmp(drop[i], name.p, name.len))
-            return true;
-    return false;
+    switch (len) {
+    case 7:
+        return !strncasecmp(p, "upgrade", 7);
+    case 10:
+        return !strncasecmp(p, "connection", 10) || !strncasecmp(p, "keep-alive", 10);
+    case 16:
+        return !strncasecmp(p, "proxy-connection", 16);
+    case 17:
+        return !strncasecmp(p, "transfer-encoding", 17);
+    default:
+        return false;
+    }
 }
 
-/* The "Name: value\r\n" lines of v as header fields (names lowercased,
- * in the arena), into nv from *n; connection-specific fields dropped. */
-static bool add_lines(struct arena *ar, struct view v, nghttp2_nv *nv, size_t *n, size_t max)
+/* The "Name: value\r\n" lines of v as header fields, into nv from *n;
+ * connection-specific fields dropped. The names stay as written:
+ * nghttp2_submit_response() copies each field and lowercases the copy's
+ * name (the fields are not marked NO_COPY). */
+static void add_lines(struct view v, nghttp2_nv *nv, size_t *n, size_t max)
 {
     const char *p = v.p, *end = v.p + v.len;
     while (p < end && *n < max) {
         const char *eol = memchr(p, '\n', (size_t)(end - p));
         const char *le = eol ? eol : end;
         const char *colon = memchr(p, ':', (size_t)(le - p));
-        if (colon) {
-            struct view name = {p, (size_t)(colon - p)};
+        if (colon && colon > p && !conn_specific(p, (size_t)(colon - p))) {
             const char *vs = colon + 1, *ve = le;
             while (vs < ve && (*vs == ' ' || *vs == '\t'))
                 vs++;
             while (ve > vs && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t'))
                 ve--;
-            char *lname = arena_alloc(ar, name.len + 1);
-            if (!lname)
-                return false;
-            for (size_t i = 0; i < name.len; i++)
-                lname[i] =
-                    (char)(name.p[i] >= 'A' && name.p[i] <= 'Z' ? name.p[i] + 32 : name.p[i]);
-            struct view ln = {lname, name.len};
-            if (name.len && !conn_specific(ln))
-                nv[(*n)++] = (nghttp2_nv){(uint8_t *)lname, (uint8_t *)vs, name.len,
-                                          (size_t)(ve - vs), NGHTTP2_NV_FLAG_NONE};
+            nv[(*n)++] = (nghttp2_nv){(uint8_t *)p, (uint8_t *)vs, (size_t)(colon - p),
+                                      (size_t)(ve - vs), NGHTTP2_NV_FLAG_NONE};
         }
         p = eol ? eol + 1 : end;
     }
-    return true;
 }
 
 static size_t count_lines(struct view v)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < v.len; i++)
-        n += v.p[i] == '\n';
-    return n + 1;
+    size_t n = 1;
+    if (!v.len)
+        return n;
+    for (const char *p = v.p, *end = v.p + v.len;
+         p < end && (p = memchr(p, '\n', (size_t)(end - p))); p++)
+        n++;
+    return n;
 }
 
 static ssize_t data_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length,
@@ -285,8 +294,7 @@ static void fr_head(struct colibri_request *req, struct colibri_response *resp, 
     const char *date = http_date_header(req->hw, conn_wall_time(req->ctx));
     nv[n++] = (nghttp2_nv){(uint8_t *)"date", (uint8_t *)date + 6, 4, HTTP_DATE_HDR_LEN - 8,
                            NGHTTP2_NV_FLAG_NONE};
-    if (!add_lines(ar, server, nv, &n, max))
-        coro_abort(req->ctx->coro);
+    add_lines(server, nv, &n, max);
     if (mime)
         nv[n++] = (nghttp2_nv){(uint8_t *)"content-type", (uint8_t *)mime, 12, strlen(mime),
                                NGHTTP2_NV_FLAG_NONE};
@@ -296,8 +304,8 @@ static void fr_head(struct colibri_request *req, struct colibri_response *resp, 
         nv[n++] =
             (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)cl, 14, len, NGHTTP2_NV_FLAG_NONE};
     }
-    if (!add_lines(ar, lines, nv, &n, max) || !add_lines(ar, hdrs, nv, &n, max))
-        coro_abort(req->ctx->coro);
+    add_lines(lines, nv, &n, max);
+    add_lines(hdrs, nv, &n, max);
     st->hold_end = !st->req_end && status < 400;
     st->has_body = !(resp && resp->head_only) && status >= 200 && status != 204 && status != 304 &&
                    content_length != 0;
@@ -666,6 +674,85 @@ void h2_stream_ready(struct h2_stream *st)
     st->c->runnable = true;
 }
 
+/* A worker's spare streams: a finished stream keeps its buffers (those
+ * that stayed small) for the next one, so that a request costs no
+ * allocation of a stream nor of its head's buffers. Per thread, as a
+ * connection and its streams belong to one worker; at most SPARE_MAX,
+ * freed when the thread ends. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SPARE_MAX 0 /* ASan sees a use after free of a stream */
+#else
+#define SPARE_MAX 16
+#endif
+#define SPARE_BUF_KEEP 2048
+
+static __thread struct h2_stream *spare[SPARE_MAX + 1];
+static __thread unsigned n_spare;
+static __thread bool spare_registered; /* spare_key holds this thread's list */
+static pthread_key_t spare_key;
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+
+static void spare_free(struct h2_stream *st)
+{
+    strbuf_free(&st->lines);
+    strbuf_free(&st->cookies);
+    strbuf_free(&st->pseudo);
+    strbuf_free(&st->rx);
+    strbuf_free(&st->tx);
+    free(st);
+}
+
+static void spare_exit(void *arg)
+{
+    (void)arg;
+    while (n_spare)
+        spare_free(spare[--n_spare]);
+}
+
+static void spare_init(void)
+{
+    if (pthread_key_create(&spare_key, spare_exit))
+        spare_key = (pthread_key_t)-1;
+}
+
+struct h2_stream *h2_stream_alloc(void)
+{
+    if (!n_spare)
+        return calloc(1, sizeof(struct h2_stream));
+    struct h2_stream *st = spare[--n_spare];
+    struct strbuf lines = st->lines, cookies = st->cookies, pseudo = st->pseudo, rx = st->rx,
+                  tx = st->tx;
+    memset(st, 0, sizeof(*st));
+    st->lines = lines;
+    st->cookies = cookies;
+    st->pseudo = pseudo;
+    st->rx = rx;
+    st->tx = tx;
+    return st;
+}
+
+static void stream_release(struct h2_stream *st)
+{
+    if (n_spare + 1 <= SPARE_MAX) {
+        if (unlikely(!spare_registered)) {
+            pthread_once(&spare_once, spare_init);
+            /* any non-NULL value makes the destructor run */
+            spare_registered =
+                spare_key != (pthread_key_t)-1 && !pthread_setspecific(spare_key, spare);
+        }
+        if (likely(spare_registered)) {
+            strbuf_shrink(&st->lines, SPARE_BUF_KEEP);
+            strbuf_shrink(&st->cookies, SPARE_BUF_KEEP);
+            strbuf_shrink(&st->pseudo, SPARE_BUF_KEEP);
+            strbuf_shrink(&st->rx, SPARE_BUF_KEEP);
+            strbuf_shrink(&st->tx, SPARE_BUF_KEEP);
+            spare[n_spare++] = st;
+            return;
+        }
+    }
+    spare_free(st);
+}
+
 void h2_stream_free(struct h2_stream *st)
 {
     struct h2_conn *c = st->c;
@@ -679,12 +766,7 @@ void h2_stream_free(struct h2_stream *st)
     http_metrics_end(conn_worker_state(c->ctx), HTTP_METRICS_H2_STREAM);
     if (!st->closed)
         nghttp2_session_set_stream_user_data(c->s, st->id, NULL);
-    strbuf_free(&st->lines);
-    strbuf_free(&st->cookies);
-    strbuf_free(&st->pseudo);
-    strbuf_free(&st->rx);
-    strbuf_free(&st->tx);
-    free(st);
+    stream_release(st);
 }
 
 static void start(struct h2_conn *c, struct h2_stream *st)

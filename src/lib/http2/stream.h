@@ -162,6 +162,8 @@ void h2_stream_header(struct h2_stream *st, const char *name, size_t nlen, const
 /* Something happened that the stream's request may wait for. */
 void h2_stream_ready(struct h2_stream *st);
 /* Freed: not before it is closed and its request ended. */
+/* A zeroed stream, maybe one a finished stream left with its buffers. */
+struct h2_stream *h2_stream_alloc(void);
 void h2_stream_free(struct h2_stream *st);
 
 /* The stream's head as the HTTP/1.1 parser would have made it, in ar
@@ -171,6 +173,9 @@ int h2_build_head(struct h2_stream *st, struct arena *ar, struct http_head *h);
 
 /* A server session whose callbacks collect c's streams (h2.c); NULL when
  * out of memory. Used by h2_run(), and by the fuzz target alone. */
+/* The allocator every session is made with (h2mem.c): per-thread lists
+ * of small blocks. */
+extern nghttp2_mem h2_mem;
 nghttp2_session *h2_session_new(struct h2_conn *c);
 
 /* The connection's side: starts the streams whose head came, resumes
