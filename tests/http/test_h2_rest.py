@@ -166,6 +166,10 @@ def echo_headers(c, headers):
     sid = tls_request(c, "/echo", headers=headers)
     (r,) = c.wait(sid)
     assert r["headers"][":status"] == "200", r
+    # the answer's fields as the server's encoder sent them (its dynamic
+    # table, new after a rest, against the client's decoder)
+    assert r["headers"]["server"] == "colibri" and r["headers"]["content-type"].startswith("text/plain"), r
+    assert r["headers"]["content-length"] == str(len(r["data"])), r
     text = bytes(r["data"]).decode()
     for k, v in headers:
         if k == "cookie":

@@ -57,7 +57,9 @@ static int on_begin_frame(nghttp2_session *s, const nghttp2_frame_hd *hd, void *
         /* an id of the session before this one (rest(), wake()): this
          * one cannot tell it from a new stream, so it is refused as the
          * reuse of an id (RFC 9113 5.1.1) */
-        nghttp2_session_terminate_session2(s, c->floor_id, NGHTTP2_PROTOCOL_ERROR);
+        nghttp2_session_terminate_session2(
+            s, MAX(c->floor_id, nghttp2_session_get_last_proc_stream_id(s)),
+            NGHTTP2_PROTOCOL_ERROR);
         return 0;
     }
     for (unsigned i = 0; i < c->n_gaps; i++)
