@@ -219,8 +219,22 @@ MEMCHECK_TESTS ?= tests/http
 # h2spec gives each of its 146 cases 2 s, which valgrind's pace turns into
 # false failures. test_http2_data.py's TLS cases move 20 MiB files through
 # OpenSSL several times and its many-connections case 600 answers with 1 MiB
-# files (minutes under valgrind); its h2c cases (sendfile) stay.
+# files (minutes under valgrind); its h2c cases (sendfile) stay. For time
+# (CI's 60 minutes), runs whose code other memchecked runs cover: the
+# browser tests (Chromium's pages drive the same h2 and WebSocket paths
+# as test_http2/test_h2_suite/test_websocket), test_h2_suite's TLS half
+# (its h2c half and test_http2's TLS cases stay), 100 compressed 15 MiB
+# WebSocket messages (an RSS bound; test_websocket's deflate cases stay)
+# and the second instance of the shared ticket key test (test_ticket_key_
+# rotation stays).
 MEMCHECK_DESELECT = \
+    --deselect tests/http/test_browser_h2.py \
+    --deselect tests/http/test_browser_h2_websocket.py \
+    --deselect tests/http/test_browser_chat.py \
+    --deselect tests/http/test_browser_clock.py \
+    -k "not h2tls" \
+    --deselect tests/http/test_hostile.py::test_compressed_websocket_messages_do_not_pin_memory \
+    --deselect tests/http/test_tls.py::test_two_instances_with_one_ticket_key_file_resume_each_other \
     --deselect "tests/http/test_http2_data.py::test_large_files_and_ranges_arrive_intact[h2]" \
     --deselect "tests/http/test_http2_data.py::test_small_windows_cut_files_into_frames_of_every_size[13-h2]" \
     --deselect "tests/http/test_http2_data.py::test_small_windows_cut_files_into_frames_of_every_size[14-h2]" \
@@ -230,6 +244,7 @@ MEMCHECK_DESELECT = \
     --deselect tests/http/test_tls.py::test_tls_in_the_sandbox \
     --deselect tests/http/test_h2spec.py \
     --deselect tests/http/test_h2_rest.py::test_many_connections_rest_then_wake \
+    --deselect tests/http/test_h2_rest.py::test_chromium_connection_rests_and_wakes \
     --deselect tests/http/test_hostile.py::test_slowloris_does_not_starve_others_and_gets_408 \
     --deselect tests/http/test_hostile.py::test_a_client_that_never_reads_is_timed_out \
     --deselect tests/http/test_hostile.py::test_a_one_byte_a_second_reader_does_not_hold_the_worker \

@@ -9,7 +9,8 @@ pinned to CPU 1. Per round and workload:
 the front server's utime + stime (every thread, /proc) around one wrk run,
 divided by the requests wrk completed; rounds alternate between the two
 fronts, the order rotating; medians and the median per-round ratio
-(nginx ÷ colibri) are printed.
+(nginx ÷ colibri) are printed, and the kernel's share of the front's CPU
+(stime ÷ (utime + stime)).
 
 Workloads (--workloads): hello (keep-alive /hello proxied, keep-alive to
 the upstream on both), 4k and 1m (a 4 KiB and a 1 MiB file proxied), php
@@ -57,8 +58,10 @@ def wait_port(port, proc, what, path="/hello"):
     sys.exit("%s did not answer on %d" % (what, port))
 
 
-def ticks(pid):
-    total = 0
+def ticks(pid, split=False):
+    """utime + stime of pid's threads and children's, in clock ticks; with
+    split, (utime, stime)."""
+    user = system = 0
     pids = [pid]
     try:
         for t in os.listdir("/proc/%d/task" % pid):
@@ -71,10 +74,11 @@ def ticks(pid):
             for t in os.listdir("/proc/%d/task" % p):
                 with open("/proc/%d/task/%s/stat" % (p, t)) as f:
                     fields = f.read().rsplit(")", 1)[1].split()
-                total += int(fields[11]) + int(fields[12])
+                user += int(fields[11])
+                system += int(fields[12])
         except OSError:
             pass
-    return total
+    return (user, system) if split else user + system
 
 
 def wrk(port, path, duration):
@@ -193,28 +197,36 @@ http {
         for w in works:  # warm-up
             for name, (p, port) in fronts.items():
                 wrk(port, paths[w], 1)
-        rows = {}
-        print("| workload | round | front | requests | µs/request |")
-        print("|---|---:|---|---:|---:|")
+        rows, shares = {}, {}
+        print("| workload | round | front | requests | µs/request | kernel share |")
+        print("|---|---:|---|---:|---:|---:|")
         names = list(fronts)
         for w in works:
             for r in range(a.rounds):
                 order = names[r % 2:] + names[:r % 2]
                 for name in order:
                     p, port = fronts[name]
-                    t0 = ticks(p.pid)
+                    u0, s0 = ticks(p.pid, True)
                     n = wrk(port, paths[w], a.duration)
-                    us = (ticks(p.pid) - t0) / HZ * 1e6 / n
+                    u1, s1 = ticks(p.pid, True)
+                    us = (u1 - u0 + s1 - s0) / HZ * 1e6 / n
+                    share = (s1 - s0) / max(1, u1 - u0 + s1 - s0)  # stime's part of the CPU
                     rows.setdefault(w, {}).setdefault(name, []).append(us)
-                    print("| %s | %d | %s | %d | %.2f |" % (w, r + 1, name, n, us), flush=True)
+                    shares.setdefault(w, {}).setdefault(name, []).append(share)
+                    print("| %s | %d | %s | %d | %.2f | %.0f %% |" % (w, r + 1, name, n, us, share * 100),
+                          flush=True)
         print("load average at end: %s" % open("/proc/loadavg").read().split()[:3])
         print()
-        print("| workload | colibri µs/req | nginx µs/req | nginx ÷ colibri (median of rounds) |")
-        print("|---|---:|---:|---:|")
+        print("| workload | colibri µs/req | nginx µs/req | nginx ÷ colibri (median of rounds) "
+              "| colibri kernel share | nginx kernel share |")
+        print("|---|---:|---:|---:|---:|---:|")
         for w, by in rows.items():
             ratios = [n / c for c, n in zip(by["colibri"], by["nginx"]) if c > 0]
-            print("| %s | %.2f | %.2f | %.2f |" % (w, statistics.median(by["colibri"]),
-                                                  statistics.median(by["nginx"]), statistics.median(ratios)))
+            sh = shares[w]
+            print("| %s | %.2f | %.2f | %.2f | %.0f %% | %.0f %% |"
+                  % (w, statistics.median(by["colibri"]), statistics.median(by["nginx"]),
+                     statistics.median(ratios), statistics.median(sh["colibri"]) * 100,
+                     statistics.median(sh["nginx"]) * 100))
     finally:
         for p in procs:
             p.terminate()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rawhttp import RawConn, recv_until
+from rawhttp import TIME_SCALE, RawConn, recv_until
 from test_config_errors import check, listener, run_config
 
 FPM = shutil.which("php-fpm8.2") or "/usr/sbin/php-fpm8.2"
@@ -408,6 +408,65 @@ def test_kept_connections_closed_by_php_fpm_are_replaced(make_server, tmp_path):
         r, data = get(srv, "/hi.php", method="POST", body=b"a=1",
                       headers={"Content-Type": "application/x-www-form-urlencoded"})
         assert (r.status, data) == (200, b"hi")
+        assert "fastcgi" not in srv.stderr(), srv.stderr()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def test_kept_connection_closed_by_php_fpm_is_closed_at_once(make_server, tmp_path):
+    # pm.max_requests = 1: a PHP-FPM child exits after each request, closing
+    # the connection colibri kept: the worker's epoll sees it and closes it
+    # at once (the server's fd count comes back), not when a later request
+    # would find it dead
+    www = tmp_path / "w"
+    www.mkdir()
+    (www / "hi.php").write_text('<?php echo "hi";')
+    sock = tmp_path / "f.sock"
+    conf = tmp_path / "f.conf"
+    user = "user = root\ngroup = root\n" if os.geteuid() == 0 else ""
+    conf.write_text(
+        "[global]\npid = %s\nerror_log = %s\ndaemonize = no\n"
+        "[www]\n%slisten = %s\npm = static\npm.max_children = 1\npm.max_requests = 1\n"
+        % (tmp_path / "f.pid", tmp_path / "f.log", user, sock)
+    )
+    args = [FPM, "-n", "-y", str(conf)] + (["-R"] if os.geteuid() == 0 else [])
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def unix_sockets():
+        """The server's unix sockets (its connections to PHP-FPM)."""
+        inodes = {"socket:[%s]" % l.split()[6] for l in Path("/proc/net/unix").read_text().splitlines()[1:]}
+        d = "/proc/%d/fd" % srv.proc.pid
+        n = 0
+        for fd in os.listdir(d):
+            try:
+                n += os.readlink(os.path.join(d, fd)) in inodes
+            except OSError:
+                pass
+        return n
+
+    def settles_to(n, within):
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline and unix_sockets() != n:
+            time.sleep(0.01)
+        return unix_sockets() == n
+
+    try:
+        deadline = time.monotonic() + 10
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        body = "site {\n    fastcgi / {\n        to = unix:%s\n        root = %s\n    }\n}\n" % (sock, www)
+        srv = make_server(site=body, threads="1")
+        base = unix_sockets()
+        for i in range(4):
+            r, data = get(srv, "/hi.php")
+            assert (r.status, data) == (200, b"hi"), i
+            t0 = time.monotonic()
+            assert settles_to(base, 3.0 * TIME_SCALE), (i, unix_sockets(), base)
+            assert time.monotonic() - t0 < 0.8 * TIME_SCALE  # at once, not at the next tick
         assert "fastcgi" not in srv.stderr(), srv.stderr()
     finally:
         proc.terminate()

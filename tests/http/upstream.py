@@ -17,6 +17,11 @@ Paths (the query picks options):
                    in pieces so that a slow reader holds it back
   /die?size=S&after=A   announces S bytes, sends A of them, then closes
   /once            answers, then closes the kept connection 50 ms later
+  /stray?ms=N      answers, then N ms later sends bytes nobody asked for on
+                   the kept connection (and keeps it open)
+  /lost            on a connection that answered before: reads the request
+                   and closes without an answer (an upstream closing an idle
+                   connection as the request comes); on a fresh one, 200
   /hang            reads the request and never answers
   /headers         answers with hop-by-hop and end-to-end fields to check
   /interim         a 100 and a 103 before its 200
@@ -156,11 +161,13 @@ def ws_echo(sock, f):
 
 def serve(sock):
     f = sock.makefile("rb")
+    before = 0  # requests this connection had before this one
     try:
         while True:
             req = read_head(f)
             if req is None:
                 return
+            answered, before = before, before + 1
             method, target, version, headers = req
             u = urlsplit(target)
             q = {k: v[0] for k, v in parse_qs(u.query).items()}
@@ -224,6 +231,15 @@ def serve(sock):
                 time.sleep(0.05)
                 sock.shutdown(socket.SHUT_RDWR)
                 return
+            elif path == "/stray":
+                answer(sock, 200, b"stray")
+                time.sleep(int(q.get("ms", "100")) / 1000)
+                sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray")
+            elif path == "/lost":
+                if answered:
+                    sock.shutdown(socket.SHUT_RDWR)
+                    return
+                answer(sock, 200, ("%s from %s" % (method, NAME)).encode())
             elif path == "/headers":
                 answer(sock, 200, b"h", [("Connection", "X-Drop-Me, keep-alive"), ("X-Drop-Me", "1"),
                                          ("Keep-Alive", "timeout=5"), ("X-Keep", "yes"),

@@ -670,7 +670,7 @@ int fcgi_handler(struct colibri_request *req, struct colibri_response *resp, voi
     struct gw_upstream *up = fr->up;
     unsigned widx = conn_worker_index(req->ctx);
     uint64_t t0 = worker_now_ms(), tried = 0;
-    bool fresh_retry = false;
+    bool fresh_retry = false, safe = gw_idempotent(req->head->method);
     for (;;) {
         if (!fresh_retry) {
             j->srv = gw_pick(up, widx, worker_now_ms(), tried, 0);
@@ -685,10 +685,11 @@ int fcgi_handler(struct colibri_request *req, struct colibri_response *resp, voi
         resp->upstream_addr = sv->text;
         bool reused = false;
         if (!fresh_retry) {
-            /* a bodiless request found the kept connection closed is sent
-             * again on a fresh one below: only a body pays a peek first */
+            /* as for proxy: a kept connection closed since the worker's
+             * last wake-up fails the request, which a bodiless idempotent
+             * one survives (sent again below); the others peek first */
             while ((j->fd = gw_pool_take(up, widx, (unsigned)j->srv)) >= 0 &&
-                   req->body_kind != BODY_NONE && !gw_idle_alive(j->fd))
+                   (req->body_kind != BODY_NONE || !safe) && !gw_idle_alive(j->fd))
                 fjob_close(j);
             reused = j->fd >= 0;
         }
@@ -709,7 +710,7 @@ int fcgi_handler(struct colibri_request *req, struct colibri_response *resp, voi
             }
             j->fd = fd;
         }
-        j->reused = reused;
+        j->reused = reused && safe; /* what a failed answer may be sent again for */
         bool client = false, keep = false, got = false;
         int r = send_request(j, s, &client);
         if (client) {
@@ -720,8 +721,11 @@ int fcgi_handler(struct colibri_request *req, struct colibri_response *resp, voi
             fjob_close(j);
             return 503;
         }
-        if (r && reused && (req->body_kind == BODY_NONE || j->body_kept || !req->hc->bs.t0_ms)) {
-            fjob_close(j); /* a kept connection PHP-FPM had closed: once more, fresh */
+        if ((r == -EPIPE || r == -ECONNRESET) && reused &&
+            (req->body_kind == BODY_NONE || j->body_kept || !req->hc->bs.t0_ms)) {
+            /* a kept connection PHP-FPM had closed (none of the request
+             * went): once more, fresh */
+            fjob_close(j);
             fresh_retry = true;
             continue;
         }
@@ -731,7 +735,7 @@ int fcgi_handler(struct colibri_request *req, struct colibri_response *resp, voi
             return 504;
         }
         st = relay(j, &keep, &got);
-        if (!got && reused && st == 502 && (req->body_kind == BODY_NONE || j->body_kept)) {
+        if (!got && j->reused && st == 502 && (req->body_kind == BODY_NONE || j->body_kept)) {
             fjob_close(j);
             fresh_retry = true;
             continue;
@@ -743,7 +747,7 @@ int fcgi_handler(struct colibri_request *req, struct colibri_response *resp, voi
         else
             gw_succeeded(up, (unsigned)j->srv);
         if (keep) {
-            gw_pool_put(up, widx, (unsigned)j->srv, j->fd);
+            gw_pool_put(up, req->ctx, (unsigned)j->srv, j->fd);
             j->fd = -1;
         } else {
             fjob_close(j);

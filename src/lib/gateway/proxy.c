@@ -95,12 +95,6 @@ static void job_end(void *arg)
     gw_spare_put(&job_spare, j, j->head.cap <= RESP_HEAD_MAX);
 }
 
-static bool idempotent(enum colibri_method m)
-{
-    return m == COLIBRI_GET || m == COLIBRI_HEAD || m == COLIBRI_PUT || m == COLIBRI_DELETE ||
-           m == COLIBRI_OPTIONS || m == COLIBRI_TRACE;
-}
-
 /* The target going upstream: the client's, or without the prefix. */
 static struct view target_of(struct job *j, char *tmp, size_t tmplen)
 {
@@ -382,6 +376,7 @@ static void tunnel(struct job *j)
         gw_write(ctx, j->fd, ctx->in + ctx->in_pos, ctx->in_len - ctx->in_pos, j->pr->send_ms))
         return;
     ctx->in_pos = ctx->in_len = 0;
+    conn_kept_forget(ctx, j->fd); /* the tunnel's epoll watches it now */
     j->epfd = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event a = {.events = EPOLLIN, .data.u32 = 0},
                        b = {.events = EPOLLIN, .data.u32 = 1};
@@ -510,7 +505,7 @@ static int relay(struct job *j, struct gw_resp_head *h, size_t hlen, bool upgrad
         if (!keep || j->pos != j->len)
             job_close(j);
         else if (j->fd >= 0) {
-            gw_pool_put(up, conn_worker_index(req->ctx), (unsigned)j->srv, j->fd);
+            gw_pool_put(up, req->ctx, (unsigned)j->srv, j->fd);
             j->fd = -1;
         }
         job_release_server(j);
@@ -559,7 +554,7 @@ int proxy_handler(struct colibri_request *req, struct colibri_response *resp, vo
     struct colibri_str upg;
     bool upgrade = pr->websocket && (req->head->flags & HTTP_F_CONN_UPGRADE) &&
                    colibri_req_header(req, "Upgrade", &upg) && upg.len;
-    bool safe = idempotent(req->head->method);
+    bool safe = gw_idempotent(req->head->method);
     unsigned widx = conn_worker_index(ctx);
     uint64_t key = hash_key(j), tried = 0;
     uint64_t t0 = worker_now_ms();
@@ -585,11 +580,14 @@ int proxy_handler(struct colibri_request *req, struct colibri_response *resp, vo
         bool reused = false;
         j->fd = -1;
         if (!fresh_retry) {
-            /* a bodiless request found the kept connection closed is sent
-             * again on a fresh one below: only a body (that could not be
-             * sent again) pays a peek at the kept connection first */
+            /* the worker's epoll closes a kept connection as soon as the
+             * upstream closes it; one closed since its last wake-up is
+             * found by the failure of this request, which a bodiless
+             * idempotent one survives (sent again on a fresh connection,
+             * below). Only a request that cannot be sent again (a body,
+             * a method that is not idempotent) pays a peek first */
             while ((j->fd = gw_pool_take(up, widx, (unsigned)j->srv)) >= 0 &&
-                   req->body_kind != BODY_NONE && !gw_idle_alive(j->fd)) {
+                   (req->body_kind != BODY_NONE || !safe) && !gw_idle_alive(j->fd)) {
                 gw_close(j->fd);
                 j->fd = -1;
             }
@@ -631,6 +629,9 @@ int proxy_handler(struct colibri_request *req, struct colibri_response *resp, vo
         }
         /* a write failed: an early answer may still be there to read */
         struct gw_resp_head h;
+        /* the request's bytes met a reset: the upstream had closed the
+         * connection, and read none of them */
+        bool unsent = r == -EPIPE || r == -ECONNRESET;
         ssize_t hl = r == -ETIMEDOUT ? r : read_head(j, &h, &got);
         if (hl > 0) {
             resp->upstream_ms = (int64_t)(worker_now_ms() - t0);
@@ -647,7 +648,7 @@ int proxy_handler(struct colibri_request *req, struct colibri_response *resp, vo
             gw_succeeded(up, (unsigned)j->srv);
             status = relay(j, &h, (size_t)hl, upgrade);
             if (j->fd >= 0) {
-                gw_pool_put(up, widx, (unsigned)j->srv, j->fd);
+                gw_pool_put(up, ctx, (unsigned)j->srv, j->fd);
                 j->fd = -1;
             }
             job_release_server(j);
@@ -656,21 +657,27 @@ int proxy_handler(struct colibri_request *req, struct colibri_response *resp, vo
         job_close(j);
         if (hl == -ECANCELED)
             return 503;
-        /* a kept connection the upstream had closed: once more on a fresh one */
-        /* (a body read from the client cannot be sent again) */
+        /* a kept connection the upstream had closed: once more on a fresh
+         * one (a body read from the client cannot be sent again; a
+         * request that is not idempotent only if none of it went: the
+         * upstream may have acted on it and closed without answering) */
         bool resendable = req->body_kind == BODY_NONE || !req->hc->bs.t0_ms;
-        if (reused && !got && (hl == -EPIPE || hl == -ECONNRESET) && resendable) {
+        bool stale = reused && !got && (hl == -EPIPE || hl == -ECONNRESET);
+        if (stale && resendable && (safe || unsent)) {
             fresh_retry = true;
             continue;
         }
         resp->upstream_ms = (int64_t)(worker_now_ms() - t0);
         status = hl == -ETIMEDOUT ? 504 : 502;
-        LOG_LIMITED(LOG_WARN, "proxy: upstream %s: %s", s->text,
+        LOG_LIMITED(LOG_WARN, "proxy: upstream %s: %s%s", s->text,
                     hl == -ETIMEDOUT ? "timed out"
                     : hl == -EBADMSG ? "invalid response"
                     : hl == -EPIPE   ? "closed the connection without an answer"
-                                     : strerror((int)-hl));
-        gw_failed(up, (unsigned)j->srv, worker_now_ms());
+                                     : strerror((int)-hl),
+                    stale ? " (a kept connection: not sent again, the method is not idempotent)"
+                          : "");
+        if (!stale) /* a kept connection closing under a request is no fault of the server's */
+            gw_failed(up, (unsigned)j->srv, worker_now_ms());
         if (safe && tries_left && resendable && !got) {
             tries_left--;
             continue;

@@ -1,7 +1,7 @@
 /* upio.c - upstream socket I/O on the coroutine (see upio.h). An upstream
  * socket is waited on with conn_wait_fd_kept(): it stays in the worker's
- * epoll between waits, and while it idles in the worker's pool (one-shot:
- * disarmed), until it is closed. */
+ * epoll between waits, and while it idles in the worker's pool (watched
+ * for its end: upstream.c), until it is closed. */
 #include "gateway/upio.h"
 
 #include "gateway/uptls.h"
@@ -21,6 +21,8 @@ int gw_connect(struct conn_ctx *ctx, const struct gw_server *s, int timeout_ms)
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
+    conn_kept_new(ctx, fd);
+    gw_pool_forget(fd);
     if (connect(fd, (const struct sockaddr *)&s->addr, s->addr_len) == 0)
         return fd;
     int e = errno;
@@ -100,6 +102,8 @@ ssize_t gw_read(struct conn_ctx *ctx, int fd, void *buf, size_t cap, int timeout
         int r = conn_wait_fd_kept(ctx, fd, CONN_WAIT_READ, timeout_ms);
         if (r < 0)
             return r;
+        if (r & CONN_WAIT_HUP)
+            gw_pool_ended(fd);
     }
 }
 
@@ -110,6 +114,8 @@ ssize_t gw_read_ready(struct conn_ctx *ctx, int fd, void *buf, size_t cap, int t
         int r = conn_wait_fd_kept(ctx, fd, CONN_WAIT_READ, timeout_ms);
         if (r < 0)
             return r;
+        if (r & CONN_WAIT_HUP)
+            gw_pool_ended(fd);
     }
     ssize_t n = gw_read(ctx, fd, buf, cap, timeout_ms);
     *drained = n >= 0 && (size_t)n < cap;

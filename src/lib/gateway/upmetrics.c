@@ -177,10 +177,19 @@ static int render(struct strbuf *out)
 void gw_stats_register(struct gw_upstream *up)
 {
     http_metrics_source(render, NULL);
+    conn_set_idle_handler(gw_pool_idle);
     pthread_mutex_lock(&lock);
     up->stats_next = groups;
     groups = up;
     up->stats_listed = true;
+    pthread_mutex_unlock(&lock);
+}
+
+void gw_groups_each(void (*fn)(struct gw_upstream *up, void *arg), void *arg)
+{
+    pthread_mutex_lock(&lock);
+    for (struct gw_upstream *up = groups; up; up = up->stats_next)
+        fn(up, arg);
     pthread_mutex_unlock(&lock);
 }
 

@@ -2,6 +2,7 @@
  * upstream.h). */
 #include "gateway/upstream.h"
 
+#include "gateway/upio.h"
 #include "gateway/uptls.h"
 
 #include <arpa/inet.h>
@@ -27,7 +28,10 @@
 struct gw_worker_slot {
     uint64_t rr; /* the round robin's position */
     struct gw_pool {
-        int *fds;
+        struct gw_idle {
+            int fd;
+            uint64_t since_ms; /* put back then (worker_now_ms) */
+        } * idle;              /* oldest first */
         unsigned n;
     } pools[]; /* by server */
 };
@@ -117,6 +121,7 @@ static struct gw_upstream *new_group(const char *name, unsigned n)
     up->servers = calloc(n ? n : 1, sizeof(*up->servers));
     up->balance = GW_ROUND_ROBIN;
     up->keepalive = 32;
+    up->keepalive_timeout_ms = 60000;
     up->max_fails = 1;
     up->fail_timeout_ms = 10000;
     up->health_interval_ms = 5000;
@@ -230,6 +235,8 @@ int gw_upstream_from_config(struct colibri_conf *sec, struct gw_upstream **out, 
     }
     if (!r)
         r = take_uint(sec, "keepalive", 0, 4096, &up->keepalive, err, errlen);
+    if (!r)
+        r = take_ms(sec, "keepalive_timeout", 1, &up->keepalive_timeout_ms, err, errlen);
     if (!r)
         r = take_uint(sec, "max_fails", 0, 1000, &up->max_fails, err, errlen);
     if (!r)
@@ -446,26 +453,173 @@ int gw_pick(struct gw_upstream *up, unsigned worker, uint64_t now_ms, uint64_t t
 
 /* --- pools ------------------------------------------------------------------------ */
 
+/* Which fds sit in this worker's pools now, and since when (by fd, grown
+ * as needed: the low 32 bits of the ms they were put back, 0 for none): the
+ * idle handler's first look, without the groups' lock. An entry may be
+ * left for an fd closed by another thread (a retired group's pools): the
+ * pools themselves are the truth. */
+static __thread uint32_t *pooled;
+/* how long a pooled fd idles before bytes on it are looked at at once */
+#define IDLE_SETTLED_MS 20
+/* an entry for an fd in use (not pooled) whose end came: not to be pooled */
+#define POOLED_ENDED UINT32_MAX
+static __thread size_t pooled_cap;
+static pthread_key_t pooled_key; /* frees a thread's array at its end */
+static pthread_once_t pooled_once = PTHREAD_ONCE_INIT;
+
+static void pooled_init(void)
+{
+    if (pthread_key_create(&pooled_key, free))
+        pooled_key = (pthread_key_t)-1;
+}
+
+static bool pooled_mark(int fd, uint64_t now)
+{
+    if ((size_t)fd >= pooled_cap) {
+        pthread_once(&pooled_once, pooled_init);
+        if (pooled_key == (pthread_key_t)-1)
+            return false;
+        size_t cap = MAX((size_t)fd + 1, pooled_cap * 2);
+        cap = MAX(cap, (size_t)256);
+        uint32_t *p = realloc(pooled, cap * sizeof(*p));
+        if (!p)
+            return false;
+        memset(p + pooled_cap, 0, (cap - pooled_cap) * sizeof(*p));
+        pooled = p, pooled_cap = cap;
+        if (pthread_setspecific(pooled_key, p)) {
+            free(p);
+            pooled = NULL, pooled_cap = 0;
+            return false;
+        }
+    }
+    pooled[fd] = (uint32_t)now && (uint32_t)now != POOLED_ENDED ? (uint32_t)now : 1;
+    return true;
+}
+
+static void pooled_clear(int fd)
+{
+    if ((size_t)fd < pooled_cap)
+        pooled[fd] = 0;
+}
+
+static void pool_close(int fd)
+{
+    pooled_clear(fd);
+    gw_close(fd);
+}
+
+void gw_pool_forget(int fd)
+{
+    pooled_clear(fd);
+}
+
+void gw_pool_ended(int fd)
+{
+    if ((size_t)fd < pooled_cap || pooled_mark(fd, 0))
+        pooled[fd] = POOLED_ENDED;
+}
+
 int gw_pool_take(struct gw_upstream *up, unsigned worker, unsigned i)
 {
     struct gw_worker_slot *sl = worker < GW_WORKERS_MAX ? up->slots[worker] : NULL;
     if (!sl || !sl->pools[i].n)
         return -1;
-    return sl->pools[i].fds[--sl->pools[i].n]; /* the most recent: warmest */
+    struct gw_pool *p = &sl->pools[i];
+    struct gw_idle e = p->idle[--p->n]; /* the most recent: warmest */
+    pooled_clear(e.fd);
+    if (worker_now_ms() - e.since_ms < up->keepalive_timeout_ms)
+        return e.fd;
+    /* the tick has not come yet: this one and all older are too old */
+    gw_close(e.fd);
+    while (p->n)
+        pool_close(p->idle[--p->n].fd);
+    return -1;
 }
 
-void gw_pool_put(struct gw_upstream *up, unsigned worker, unsigned i, int fd)
+void gw_pool_put(struct gw_upstream *up, struct conn_ctx *ctx, unsigned i, int fd)
 {
-    struct gw_worker_slot *sl = up->keepalive ? slot_of(up, worker) : NULL;
+    struct gw_worker_slot *sl = up->keepalive ? slot_of(up, conn_worker_index(ctx)) : NULL;
     struct gw_pool *p = sl ? &sl->pools[i] : NULL;
-    if (p && !p->fds)
-        p->fds = malloc(up->keepalive * sizeof(int));
-    if (!p || !p->fds || p->n >= up->keepalive) {
-        gw_tls_drop(fd);
-        close(fd);
+    if (p && !p->idle)
+        p->idle = malloc(up->keepalive * sizeof(*p->idle));
+    /* watched while it idles: most often as its last wait left it (no
+     * system call) */
+    uint64_t now = worker_now_ms();
+    bool ended = (size_t)fd < pooled_cap && pooled[fd] == POOLED_ENDED;
+    if (!p || !p->idle || p->n >= up->keepalive || ended || conn_watch_idle(ctx, fd) < 0 ||
+        !pooled_mark(fd, now)) {
+        pooled_clear(fd);
+        gw_close(fd);
         return;
     }
-    p->fds[p->n++] = fd;
+    p->idle[p->n++] = (struct gw_idle){.fd = fd, .since_ms = now};
+    conn_want_idle_tick(ctx);
+}
+
+struct idle_walk {
+    unsigned worker;
+    int fd;      /* the fd an event came for, or -1: the tick */
+    bool closed; /* the event was its end (else: bytes, to be looked at) */
+    bool keep;   /* the tick: some pool still holds one */
+    bool found;  /* an fd: some pool holds it */
+    uint64_t now;
+};
+
+static void idle_walk_group(struct gw_upstream *up, void *arg)
+{
+    struct idle_walk *iw = arg;
+    struct gw_worker_slot *sl = iw->worker < GW_WORKERS_MAX ? up->slots[iw->worker] : NULL;
+    if (!sl)
+        return;
+    for (unsigned i = 0; i < up->n; i++) {
+        struct gw_pool *p = &sl->pools[i];
+        unsigned kept = 0;
+        for (unsigned k = 0; k < p->n; k++) {
+            int fd = p->idle[k].fd;
+            bool drop;
+            if (iw->fd >= 0) {
+                iw->found = iw->found || fd == iw->fd;
+                drop = fd == iw->fd && (iw->closed || !gw_idle_alive(fd));
+            } else /* the tick: too old, or no longer clean (stray bytes, or an
+                    * end whose event was missed) */
+                drop =
+                    iw->now - p->idle[k].since_ms >= up->keepalive_timeout_ms || !gw_idle_alive(fd);
+            if (drop)
+                pool_close(fd);
+            else
+                p->idle[kept++] = p->idle[k];
+        }
+        p->n = kept;
+        iw->keep = iw->keep || kept;
+    }
+}
+
+bool gw_pool_idle(unsigned worker, int fd, bool closed)
+{
+    uint64_t now = worker_now_ms();
+    if (fd >= 0) {
+        /* an fd in one of this worker's pools: its end (or a reset, an
+         * error) closes it; bytes are looked at (a peek) once it idled
+         * a while: an event that comes just after it was put back is most
+         * often the answer's, read already (the tick looks at every idle
+         * one once a second anyway) */
+        if ((size_t)fd >= pooled_cap)
+            return false;
+        if (!pooled[fd] || pooled[fd] == POOLED_ENDED) {
+            /* in use: its end, seen now, keeps it from the pool (it came
+             * before the put: no event will come after) */
+            if (closed)
+                pooled[fd] = POOLED_ENDED;
+            return false;
+        }
+        if (!closed && (uint32_t)now - pooled[fd] < IDLE_SETTLED_MS)
+            return false;
+    }
+    struct idle_walk iw = {.worker = worker, .fd = fd, .closed = closed, .now = now};
+    gw_groups_each(idle_walk_group, &iw);
+    if (fd >= 0 && !iw.found)
+        pooled_clear(fd); /* an entry another thread's close left */
+    return iw.keep;
 }
 
 /* --- the active check -------------------------------------------------------------- */
@@ -607,11 +761,9 @@ void gw_upstream_free(void *arg)
         if (!sl)
             continue;
         for (unsigned i = 0; i < up->n; i++) {
-            for (unsigned k = 0; k < sl->pools[i].n; k++) {
-                gw_tls_drop(sl->pools[i].fds[k]);
-                close(sl->pools[i].fds[k]);
-            }
-            free(sl->pools[i].fds);
+            for (unsigned k = 0; k < sl->pools[i].n; k++)
+                gw_close(sl->pools[i].idle[k].fd); /* another thread's: no pooled_clear */
+            free(sl->pools[i].idle);
         }
         free(sl);
     }

@@ -10,6 +10,7 @@
  *         server 127.0.0.1:9002 { backup = true }
  *         balance = round_robin      # least_conn, hash (hash_key = header:X-User)
  *         keepalive = 32
+ *         keepalive_timeout = 60s
  *         max_fails = 3
  *         fail_timeout = 10s
  *         health_check = /healthz
@@ -67,6 +68,7 @@ struct gw_upstream {
     enum gw_balance balance;
     char *hash_header; /* hash_key = header:NAME; NULL: the client's address */
     unsigned keepalive;
+    uint64_t keepalive_timeout_ms; /* an idle pooled connection is closed after this */
     unsigned max_fails;
     uint64_t fail_timeout_ms;
     char *health_check; /* a path, or NULL */
@@ -104,10 +106,27 @@ void gw_succeeded(struct gw_upstream *up, unsigned i);
 /* Whether server i is up now. */
 bool gw_server_up(const struct gw_upstream *up, unsigned i, uint64_t now_ms);
 
-/* An idle pooled connection to server i for worker, or -1. */
+/* An idle pooled connection to server i for worker, or -1 (one idle for
+ * keepalive_timeout or longer is closed, not taken). */
 int gw_pool_take(struct gw_upstream *up, unsigned worker, unsigned i);
-/* Gives a connection back (closed when the pool is full or off). */
-void gw_pool_put(struct gw_upstream *up, unsigned worker, unsigned i, int fd);
+/* Gives a connection back (closed when the pool is full or off). While it
+ * idles, the worker's epoll watches it (conn_watch_idle: as its last wait
+ * for reading left it, edge-triggered: no system call most often): the
+ * upstream closing it (or resetting it) closes it at once; the worker's
+ * tick, once a second, closes it after keepalive_timeout, or when it holds
+ * bytes nobody asked for (one peek each). */
+struct conn_ctx;
+void gw_pool_put(struct gw_upstream *up, struct conn_ctx *ctx, unsigned i, int fd);
+/* A new connection's fd: what the pools' records hold for its number
+ * (an earlier fd's) is forgotten. */
+void gw_pool_forget(int fd);
+/* fd's upstream ended it (a wait saw it with the last bytes): it is closed,
+ * not pooled, when given back. */
+void gw_pool_ended(int fd);
+/* The idle handler (rt/conn.h conn_set_idle_handler): an event of an fd
+ * while no wait was on it (closed: an end, a reset or an error), or the
+ * worker's tick (fd -1). */
+bool gw_pool_idle(unsigned worker, int fd, bool closed);
 
 /* upmetrics.c: a group built whole joins the groups the metrics show (it
  * leaves when freed); an attempt on server i that failed or was answered
@@ -118,6 +137,19 @@ void gw_stats_register(struct gw_upstream *up);
 void gw_stats_unregister(struct gw_upstream *up);
 void gw_stats_attempt(struct gw_upstream *up, unsigned i, bool failed);
 void gw_stats_answer(struct gw_upstream *up, int i, int64_t ms);
+/* fn(up, arg) for each group registered (gw_stats_register), under the
+ * lock that gw_stats_unregister() takes: a group being freed is never
+ * seen half-freed. */
+void gw_groups_each(void (*fn)(struct gw_upstream *up, void *arg), void *arg);
+
+/* Whether a request of method m may be sent twice (RFC 9110 9.2.2): only
+ * these are sent again after a kept connection failed with the request
+ * gone out, as nginx does by default. */
+static inline bool gw_idempotent(enum colibri_method m)
+{
+    return m == COLIBRI_GET || m == COLIBRI_HEAD || m == COLIBRI_PUT || m == COLIBRI_DELETE ||
+           m == COLIBRI_OPTIONS || m == COLIBRI_TRACE;
+}
 
 /* A 64-bit hash of bytes (FNV-1a with a final mix). */
 uint64_t gw_hash(const void *p, size_t len);

@@ -4,6 +4,8 @@
  * an fd touches its slot, and the table lives as long as the process. */
 #include "gateway/uptls.h"
 
+#include "gateway/upstream.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -306,6 +308,8 @@ ssize_t gw_tls_read(struct conn_ctx *ctx, int fd, void *buf, size_t cap, int tim
             return w;
         if ((w = conn_wait_fd_kept(ctx, fd, (unsigned)w, timeout_ms)) < 0)
             return w;
+        if (w & CONN_WAIT_HUP)
+            gw_pool_ended(fd); /* not to be pooled (upstream.h) */
     }
 }
 

@@ -42,6 +42,9 @@ enum conn_flags {
     CONN_IN_IDLE_Q = 1u << 1, /* waiting for a next request: keep-alive timeout */
     CONN_IN_REQ_Q = 1u << 2,  /* in the middle of a request: request timeout */
     CONN_IN_EPOLL = 1u << 3,  /* registered with the worker's epoll */
+    /* not a connection's: a kept fd (conn_wait_fd_kept, conn_watch_idle)
+     * registered for reading, edge-triggered, until closed */
+    CONN_KEPT_READ = 1u << 4,
 };
 
 struct conn {
@@ -346,10 +349,38 @@ int conn_wait_fd(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms);
  * one at a time (a gateway's upstream socket, kept in the worker's pool):
  * it stays registered with the worker's epoll from one wait to the next,
  * until it is closed, so a wait costs one epoll_ctl (re-arm) instead of
- * two (add, delete). An event left over from an earlier wait at most ends
- * a later wait on the same fd early (the caller's read then finds
- * nothing and waits again). */
+ * two (add, delete). A wait for reading leaves it registered for reading,
+ * edge-triggered (not one-shot): what comes while nobody waits on it (the
+ * upstream closing a pooled connection) goes to the idle handler below. An
+ * event left over from an earlier wait at most ends a later wait on the
+ * same fd early (the caller's read then finds nothing and waits again). */
 int conn_wait_fd_kept(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms);
+/* A new fd for conn_wait_fd_kept() (a socket just connected): what an
+ * earlier fd of its number left in the worker's records is forgotten. */
+void conn_kept_new(struct conn_ctx *ctx, int fd);
+/* A kept fd taken out of the worker's epoll (one epoll_ctl), for a while
+ * it is waited on otherwise (a tunnel's own epoll): its bytes no longer
+ * wake the worker. A later conn_wait_fd_kept() registers it again. */
+void conn_kept_forget(struct conn_ctx *ctx, int fd);
+/* An fd that idles on ctx's worker with no connection waiting on it (a
+ * gateway's pooled upstream connection): watched for reading as
+ * conn_wait_fd_kept() leaves it, with no system call when its last wait
+ * was one for reading (else one epoll_ctl). 0 or -errno. */
+int conn_watch_idle(struct conn_ctx *ctx, int fd);
+/* The process's idle handler (set once, by whoever keeps idle fds): called
+ * on a worker's thread, outside every coroutine, with the worker's index
+ * and a kept fd that had an event while no connection waited on it
+ * (closed: the peer's end, a reset or an error; else only bytes, maybe
+ * ones a connection read since); the fd need not be idle (a connection
+ * may use it and not wait just now) nor even the same socket (closed and
+ * its number used again): the handler judges. Also called with fd -1 at
+ * the worker's tick once a second after conn_want_idle_tick() (it
+ * returns whether it wants the next one too). */
+typedef bool (*conn_idle_fn)(unsigned worker, int fd, bool closed);
+void conn_set_idle_handler(conn_idle_fn fn);
+/* Asks for the idle handler's tick (fd -1) at the worker's first
+ * wake-up in a later second; a store, no system call. */
+void conn_want_idle_tick(struct conn_ctx *ctx);
 /* conn_wait_fd()'s fd for the connection's own socket (READ only): the
  * transport is asked first (decrypted bytes it holds end the wait at
  * once), then the socket is watched through a dup() of it. For a
@@ -357,6 +388,9 @@ int conn_wait_fd_kept(struct conn_ctx *ctx, int fd, unsigned events, int timeout
 #define CONN_FD_SELF (-2)
 /* A result bit of conn_wait_fd()/conn_sleep(): conn_wake() ended the wait. */
 #define CONN_WOKEN 4
+/* A result bit of conn_wait_fd_kept(): the fd's peer ended or reset it
+ * too (its last bytes may still be there to read): it is not to be kept. */
+#define CONN_WAIT_HUP 8
 /* On the worker's thread, outside every coroutine (in a command posted with
  * worker_post): ends the conn_sleep()/conn_wait_fd() that ctx is suspended
  * in, which then returns result (CONN_WOKEN, or a negative errno). The

@@ -45,6 +45,7 @@ struct worker {
     unsigned n_listen;
     struct tq idle_q, req_q;
     struct timer_heap timers; /* connections in conn_sleep()/conn_wait_fd() */
+    bool idle_tick;           /* the idle handler's tick was asked for (conn_want_idle_tick) */
     /* the epoll_wait() batch being dispatched, [batch_next, batch_n) still
      * to come: conn_close() voids those that name the fd it closes */
     struct epoll_event *batch;
@@ -116,13 +117,17 @@ int accept_one(int lfd, int *spare, struct conn_peer *peers, uint32_t max_fds);
 #define EV_LISTEN           (1ull << 32)
 #define EV_WAKE             (2ull << 32)
 #define EV_FOREIGN          (4ull << 32)
-#define EV_VOID             (8ull << 32) /* an event voided in its batch (worker.c) */
+#define EV_VOID             (8ull << 32)  /* an event voided in its batch (worker.c) */
+#define EV_IDLE             (16ull << 32) /* an idle fd (conn_watch_idle), in the low 32 bits */
 #define EV_FD(u)            ((int)(uint32_t)(u))
 #define EV_LISTENER(u)      ((uint16_t)((u) >> 40))
 #define EV_LISTEN_AT(i)     (EV_LISTEN | (uint64_t)(uint16_t)(i) << 40)
 #define EV_FOREIGN_MAX      (1 << 24)
 #define EV_FOREIGN_FD(u)    ((int)((u) >> 40))
 #define EV_FOREIGN_OF(f, c) (EV_FOREIGN | (uint64_t)(f) << 40 | (uint32_t)(c))
+
+/* wait.c: the idle handler (conn_set_idle_handler), or NULL. */
+extern conn_idle_fn worker_idle_fn;
 
 /* worker.c: a context from the pool (a parked one taken back when it is
  * empty), NULL when out of memory; and one given back (or freed). */

@@ -42,18 +42,26 @@ uint64_t wait_coarse_lag_ms(void)
     return l;
 }
 
-static int watch_op(struct conn_ctx *ctx, int op, int fd, unsigned events)
+/* The events an fd is registered for: one-shot, but a kept fd's wait for
+ * reading alone (edge-triggered: it stays armed, conn_wait_fd_kept). */
+static int watch_op_as(struct conn_ctx *ctx, int op, int fd, unsigned events, bool kept)
 {
     if (fd >= EV_FOREIGN_MAX)
         return -EMFILE; /* the tag has 24 bits for it */
     struct epoll_event ev = {
-        .events = EPOLLONESHOT | ((events & CONN_WAIT_READ) ? EPOLLIN | EPOLLRDHUP : 0) |
+        .events = (kept && events == CONN_WAIT_READ ? EPOLLET : EPOLLONESHOT) |
+                  ((events & CONN_WAIT_READ) ? EPOLLIN | EPOLLRDHUP : 0) |
                   ((events & CONN_WAIT_WRITE) ? EPOLLOUT : 0),
         .data.u64 = EV_FOREIGN_OF(fd, ctx->fd),
     };
     if (epoll_ctl(ctx->worker->epfd, op, fd, &ev) < 0)
         return -errno;
     return 0;
+}
+
+static int watch_op(struct conn_ctx *ctx, int op, int fd, unsigned events)
+{
+    return watch_op_as(ctx, op, fd, events, false);
 }
 
 static int watch_one(struct conn_ctx *ctx, int fd, unsigned events)
@@ -165,14 +173,65 @@ int conn_wait_fd_kept(struct conn_ctx *ctx, int fd, unsigned events, int timeout
     if (fd < 0 || !events)
         return -EINVAL;
     /* re-armed with this wait's tag; added the first time */
-    int r = watch_op(ctx, EPOLL_CTL_MOD, fd, events);
+    int r = watch_op_as(ctx, EPOLL_CTL_MOD, fd, events, true);
     if (r == -ENOENT)
-        r = watch_op(ctx, EPOLL_CTL_ADD, fd, events);
+        r = watch_op_as(ctx, EPOLL_CTL_ADD, fd, events, true);
     if (r)
         return r;
+    struct worker *w = ctx->worker;
+    if ((uint32_t)fd < w->max_fds) {
+        if (events == CONN_WAIT_READ)
+            w->view.conns[fd].flags |= CONN_KEPT_READ;
+        else
+            w->view.conns[fd].flags &= (uint16_t)~CONN_KEPT_READ;
+    }
     ctx->wait_fd = fd;
     ctx->wait_fd_kept = true;
     return wait_yield(ctx, fd, events, timeout_ms);
+}
+
+conn_idle_fn worker_idle_fn;
+
+void conn_set_idle_handler(conn_idle_fn fn)
+{
+    worker_idle_fn = fn;
+}
+
+void conn_kept_new(struct conn_ctx *ctx, int fd)
+{
+    struct worker *w = ctx->worker;
+    if (fd >= 0 && (uint32_t)fd < w->max_fds)
+        w->view.conns[fd].flags &= (uint16_t)~CONN_KEPT_READ;
+}
+
+void conn_kept_forget(struct conn_ctx *ctx, int fd)
+{
+    struct worker *w = ctx->worker;
+    epoll_ctl(w->epfd, EPOLL_CTL_DEL, fd, NULL);
+    conn_kept_new(ctx, fd);
+}
+
+int conn_watch_idle(struct conn_ctx *ctx, int fd)
+{
+    struct worker *w = ctx->worker;
+    if (fd < 0 || (uint32_t)fd >= w->max_fds || fd >= EV_FOREIGN_MAX)
+        return -EMFILE;
+    struct conn *c = &w->view.conns[fd];
+    if (c->flags & CONN_KEPT_READ)
+        return 0; /* its last wait left it watched: nothing to do */
+    struct epoll_event ev = {.events = EPOLLET | EPOLLIN | EPOLLRDHUP,
+                             .data.u64 = EV_IDLE | (uint32_t)fd};
+    if (epoll_ctl(w->epfd, EPOLL_CTL_MOD, fd, &ev) < 0 &&
+        (errno != ENOENT || epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) < 0))
+        return -errno;
+    c->flags |= CONN_KEPT_READ;
+    return 0;
+}
+
+void conn_want_idle_tick(struct conn_ctx *ctx)
+{
+    ctx->worker->idle_tick = true;
+    conn_want_tick(ctx);
 }
 
 int conn_sleep(struct conn_ctx *ctx, unsigned ms)

@@ -200,7 +200,9 @@ static void void_later_events(struct worker *w, int fd)
     for (int i = w->batch_next; i < w->batch_n; i++) {
         uint64_t u = w->batch[i].data.u64;
         if ((!(u >> 32) || (u & EV_FOREIGN)) && EV_FD(u) == fd)
-            w->batch[i].data.u64 = EV_VOID;
+            /* a foreign fd's event still counts: for the idle handler */
+            w->batch[i].data.u64 =
+                (u & EV_FOREIGN) ? EV_IDLE | (uint32_t)EV_FOREIGN_FD(u) : EV_VOID;
     }
 }
 
@@ -489,13 +491,28 @@ static void wait_end(struct worker *w, struct conn_ctx *ctx, int result)
     after_resume(w, ctx->fd, coro_resume(ctx->coro));
 }
 
+/* An event of a kept fd that no connection waits on (conn_watch_idle,
+ * conn_wait_fd_kept): to the idle handler, which judges it. */
+static void idle_event(struct worker *w, int fd, uint32_t events)
+{
+    if (worker_idle_fn)
+        worker_idle_fn(w->idx, fd, (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0);
+}
+
 /* A foreign fd that a connection waits on is ready (the tag names both). */
 static void foreign_event(struct worker *w, uint64_t u, uint32_t events)
 {
     int fd = EV_FD(u);
+    if (unlikely(u & EV_IDLE)) { /* an idle fd (conn_watch_idle): its owner looks */
+        idle_event(w, fd, events);
+        return;
+    }
     struct conn_ctx *ctx = w->view.conns[fd].ctx;
-    if (!(w->view.conns[fd].flags & CONN_OPEN) || !ctx)
-        return; /* stale: the connection closed earlier in this batch */
+    if (!(w->view.conns[fd].flags & CONN_OPEN) || !ctx) {
+        /* the connection closed: a kept fd's event, for its owner */
+        idle_event(w, EV_FOREIGN_FD(u), events);
+        return;
+    }
     if (unlikely(ctx->subs != NULL) &&
         (ctx->waiting != CONN_WAIT_FD || ctx->wait_fd != EV_FOREIGN_FD(u))) {
         struct conn_ctx *s = ctx->subs;
@@ -504,8 +521,12 @@ static void foreign_event(struct worker *w, uint64_t u, uint32_t events)
         if (s)
             ctx = s;
     }
-    if (ctx->waiting != CONN_WAIT_FD || ctx->wait_fd != EV_FOREIGN_FD(u))
-        return; /* stale: the wait ended earlier in this batch */
+    if (ctx->waiting != CONN_WAIT_FD || ctx->wait_fd != EV_FOREIGN_FD(u)) {
+        /* no wait for it (ended earlier in this batch, or a kept fd that
+         * stays registered between waits): for its owner */
+        idle_event(w, EV_FOREIGN_FD(u), events);
+        return;
+    }
     unsigned r = 0;
     if (events & (EPOLLIN | EPOLLRDHUP))
         r |= CONN_WAIT_READ;
@@ -513,7 +534,10 @@ static void foreign_event(struct worker *w, uint64_t u, uint32_t events)
         r |= CONN_WAIT_WRITE;
     if (events & (EPOLLERR | EPOLLHUP))
         r |= CONN_WAIT_READ | CONN_WAIT_WRITE;
-    wait_end(w, ctx, (int)(r & ctx->wait_events));
+    r &= ctx->wait_events;
+    if (ctx->wait_fd_kept && (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+        r |= CONN_WAIT_HUP;
+    wait_end(w, ctx, (int)r);
 }
 
 /* epoll_wait's timeout for the timeout queues and the protocol's tick. */
@@ -628,6 +652,18 @@ static void force_stop(struct worker *w)
                 n == 1 ? "" : "s", w->idx);
 }
 
+/* The idle handler's tick (conn_want_idle_tick): again next second if
+ * it wants. */
+static void idle_tick(struct worker *w)
+{
+    w->idle_tick = false;
+    if (worker_idle_fn && worker_idle_fn(w->idx, -1, false)) {
+        w->idle_tick = true;
+        w->view.tick_wanted = true;
+        w->view.tick_time = w->view.wall_time;
+    }
+}
+
 void *worker_main(void *arg)
 {
     struct worker *w = arg;
@@ -671,9 +707,12 @@ void *worker_main(void *arg)
          * before the clock moves on */
         if (w->now != second)
             expire(w);
-        if (w->view.tick_wanted && w->view.wall_time != w->view.tick_time && w->cfg->proto->tick) {
+        if (w->view.tick_wanted && w->view.wall_time != w->view.tick_time) {
             w->view.tick_wanted = false;
-            w->cfg->proto->tick(w->view.proto_state);
+            if (w->cfg->proto->tick)
+                w->cfg->proto->tick(w->view.proto_state);
+            if (unlikely(w->idle_tick))
+                idle_tick(w);
         }
     }
     return NULL;
