@@ -244,6 +244,8 @@ MEMCHECK_DESELECT = \
     --deselect tests/http/test_tls.py::test_tls_in_the_sandbox \
     --deselect tests/http/test_tls.py::test_many_half_handshakes_do_not_stop_the_thread \
     --deselect tests/http/test_h2spec.py \
+    --deselect tests/http/test_h2_rest.py::test_many_connections_rest_then_wake \
+    --deselect tests/http/test_h2_rest.py::test_chromium_connection_rests_and_wakes \
     --deselect tests/http/test_hostile.py::test_slowloris_does_not_starve_others_and_gets_408 \
     --deselect tests/http/test_hostile.py::test_a_client_that_never_reads_is_timed_out \
     --deselect tests/http/test_hostile.py::test_a_one_byte_a_second_reader_does_not_hold_the_worker \

@@ -5,15 +5,19 @@ colibri against h2o 2.2.5 and nginx 1.22 (http2 on), measured the same way.
 Each server (one worker, bench/h2srv.py: h2c and h2 ports, the same root)
 gets a warm-up of a few connections, then CONNS connections, each sends
 the client preface and SETTINGS, one GET /hello.txt (a 13-byte file) and
-reads the whole answer, then stays open and silent. Memory of the server's
+reads the whole answer, then stays open and sends no request. During a
+pause of SETTLE seconds the clients read what the servers send them and
+answer as any HTTP/2 client does (a SETTINGS ACK, a PING's), no more:
+colibri rests a connection idle for a second once the client acknowledged
+its SETTINGS_HEADER_TABLE_SIZE = 0. Memory of the server's
 processes (VmRSS and Private_Dirty from /proc/PID/status and smaps_rollup,
 summed over the process and its children) is read before the CONNS
-connections and after them (after a pause of 1 s for the server to settle);
+connections and after them (after that pause);
 per connection = (after - before) / CONNS. Then every connection asks
 again, to show they are all open and served.
 
 usage: idle_h2.py [SERVER...]   SERVER: colibri[:BINARY], h2o, nginx
-Environment: CONNS (1000), PROTOS ("h2c h2").
+Environment: CONNS (1000), PROTOS ("h2c h2"), SETTLE (3 seconds).
    bench/idle_h2.py colibri h2o nginx
 """
 import os
@@ -58,6 +62,28 @@ class Client:
         self.authority = "127.0.0.1:%d" % (srv.tls_port if tls else srv.port)
         self.scheme = "https" if tls else "http"
 
+    def service(self):
+        """What the server sent meanwhile, read without waiting; the
+        library's answers (ACKs) go back."""
+        self.s.setblocking(False)
+        try:
+            while True:
+                try:
+                    data = self.s.recv(65536)
+                except (BlockingIOError, ssl.SSLWantReadError):
+                    break
+                if not data:
+                    raise RuntimeError("closed")
+                self.c.receive_data(data)
+                out = self.c.data_to_send()
+                if out:
+                    self.s.setblocking(True)
+                    self.s.sendall(out)
+                    self.s.setblocking(False)
+        finally:
+            self.s.setblocking(True)
+            self.s.settimeout(30)
+
     def get(self, path="/hello.txt"):
         sid = self.c.get_next_available_stream_id()
         self.c.send_headers(sid, [(":method", "GET"), (":path", path), (":scheme", self.scheme),
@@ -93,7 +119,11 @@ def measure(srv, tls, n):
         c = Client(srv, tls)
         assert c.get() == b"Hello, World!"
         conns.append(c)
-    time.sleep(1)
+    end = time.monotonic() + float(os.environ.get("SETTLE", "3"))
+    while time.monotonic() < end:
+        for c in conns + warm:
+            c.service()
+        time.sleep(0.2)
     after = mem(srv)
     for c in conns:  # all still open and served
         assert c.get() == b"Hello, World!"

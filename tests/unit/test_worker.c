@@ -155,6 +155,29 @@ static enum conn_verdict line_run(struct conn_ctx *ctx)
                 multi(ctx);
                 continue;
             }
+            if (len == 8 && !memcmp(start, "waitfor", 7)) {
+                /* conn_read_or_sub_for(): nothing comes within 100 ms,
+                 * then a line comes within 5 s; the timer is gone both times */
+                ctx->in_pos = ctx->in_len = 0;
+                ssize_t r1 = conn_read_or_sub_for(ctx, false, 100);
+                unsigned t1 = ctx->worker->timers.n;
+                strbuf_append(&ctx->out, "go\n", 3);
+                conn_flush(ctx);
+                ssize_t r2 = conn_read_or_sub_for(ctx, false, 5000);
+                unsigned t2 = ctx->worker->timers.n;
+                ctx->in_pos = ctx->in_len = 0; /* the line that woke it */
+                char msg[64];
+                int n = snprintf(msg, sizeof(msg), "waited %d %u %d %u\n", (int)r1, t1, r2 > 0, t2);
+                strbuf_append(&ctx->out, msg, (size_t)n);
+                conn_flush(ctx);
+                continue;
+            }
+            if (len == 9 && !memcmp(start, "waitlong", 8)) {
+                ctx->in_pos = ctx->in_len = 0; /* the peer hangs up meanwhile */
+                if (conn_read_or_sub_for(ctx, false, 100000) <= 0)
+                    return CONN_CLOSE;
+                continue;
+            }
             if (len == 7 && !memcmp(start, "timers", 6)) {
                 /* the worker's pending timers, read on its own thread */
                 char msg[32];
@@ -335,6 +358,28 @@ TEST(a_protocol_that_is_not_http)
     char mbuf[64] = {0};
     CHECK_EQ_INT(read_n(c, mbuf, 26), 26);
     CHECK(!memcmp(mbuf, "now\nwait\nsleep\nmulti done\n", 26));
+    close(c);
+
+    /* a wait for input with a time limit: -ETIMEDOUT, then bytes */
+    c = client(port);
+    send_str(c, "waitfor\n");
+    CHECK_EQ_INT(read_n(c, buf, 3), 3);
+    CHECK(!memcmp(buf, "go\n", 3));
+    send_str(c, "x\n");
+    char wbuf[32] = {0};
+    CHECK_EQ_INT(read_n(c, wbuf, 18), 18);
+    CHECK(!memcmp(wbuf, "waited -110 0 1 0\n", 18));
+    close(c);
+    /* and a peer that hangs up during it: its timer goes with it */
+    c = client(port);
+    send_str(c, "waitlong\n");
+    usleep(50 * 1000);
+    close(c);
+    usleep(50 * 1000);
+    c = client(port);
+    send_str(c, "timers\n");
+    CHECK_EQ_INT(read_n(c, buf, 9), 9);
+    CHECK(!memcmp(buf, "timers 0\n", 9));
     close(c);
 
     /* a peer that hangs up during a sleep: the connection is closed, the

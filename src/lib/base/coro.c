@@ -163,6 +163,19 @@ void coro_reset(struct coro *coro, coro_fn fn, void *arg)
     prepare(coro, fn, arg);
 }
 
+void coro_shed_stack(struct coro *coro)
+{
+    char here;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t sp = (uintptr_t)&here, lo = (uintptr_t)coro->stack;
+    /* not on its own stack (a sanitizer's fake frame): nothing to judge by */
+    if (sp < lo || sp >= lo + coro->stack_size)
+        return;
+    uintptr_t top = (sp & ~(page - 1)) - 2 * page;
+    if (top > lo)
+        madvise(coro->stack, top - lo, MADV_DONTNEED);
+}
+
 void coro_free(struct coro *coro)
 {
     if (!coro)

@@ -62,6 +62,10 @@ struct coro *coro_new(size_t stack_size, coro_fn fn, void *arg);
 /* Reuses the stack for a new run of fn (runs pending defers first). */
 void coro_reset(struct coro *coro, coro_fn fn, void *arg);
 void coro_free(struct coro *coro);
+/* From inside the coroutine, before a long wait: the stack's pages well
+ * below the caller's frame (two pages of margin) go back to the system;
+ * touched again, they come back zeroed. */
+void coro_shed_stack(struct coro *coro);
 
 /* Runs the coroutine until it yields, returns or aborts. */
 int coro_resume(struct coro *coro);

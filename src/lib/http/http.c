@@ -7,6 +7,9 @@
 #include "http/http.h"
 
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -578,7 +581,14 @@ static void destroy(struct conn_ctx *ctx)
 /* The worker's once-a-second work: the access log lines it buffered. */
 static void tick(void *worker_state)
 {
-    http_access_log_flush(worker_state);
+    struct http_worker *hw = worker_state;
+    http_access_log_flush(hw);
+#ifdef __GLIBC__
+    if (hw->trim_wanted) {
+        hw->trim_wanted = false;
+        malloc_trim(0);
+    }
+#endif
 }
 
 /* The stack under HTTP, per listener: a PROXY header first where the

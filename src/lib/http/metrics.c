@@ -172,6 +172,9 @@ static const struct {
                                                          "subscribers."},
     [HTTP_METRICS_H2_CONN] = {"colibri_http2_connections_open", "HTTP/2 connections open."},
     [HTTP_METRICS_H2_STREAM] = {"colibri_http2_streams_open", "HTTP/2 streams open."},
+    [HTTP_METRICS_H2_REST] = {"colibri_http2_connections_resting",
+                              "HTTP/2 connections idle without a session (rebuilt at their next "
+                              "bytes)."},
 };
 
 int http_metrics_head(struct strbuf *out, const char *name, const char *type, const char *help)
@@ -249,6 +252,9 @@ int http_metrics_render(const struct colibri_request *req, struct strbuf *out)
                           sum.opened[HTTP_METRICS_H2_STREAM]);
     r |= http_metrics_one(out, "colibri_http2_connections_total", "counter",
                           "HTTP/2 connections begun.", sum.opened[HTTP_METRICS_H2_CONN]);
+    r |= http_metrics_one(out, "colibri_http2_rests_total", "counter",
+                          "Times an idle HTTP/2 connection gave up its session.",
+                          sum.opened[HTTP_METRICS_H2_REST]);
     r |= http_metrics_one(out, "colibri_channel_subscribers_dropped_total", "counter",
                           "Channel subscribers dropped (too far behind, or out of memory).",
                           atomic_load(&http_metrics_sub_drops));

@@ -22,13 +22,15 @@
 #define HTTP_METRICS_BUCKETS  15
 
 /* What opens and ends: WebSocket connections, event streams, channel
- * subscribers, HTTP/2 connections and streams. */
+ * subscribers, HTTP/2 connections and streams, HTTP/2 connections at
+ * rest. */
 enum http_metrics_stream {
     HTTP_METRICS_WS,
     HTTP_METRICS_SSE,
     HTTP_METRICS_SUB,
     HTTP_METRICS_H2_CONN,
     HTTP_METRICS_H2_STREAM,
+    HTTP_METRICS_H2_REST, /* idle HTTP/2 connections without an nghttp2 session */
     HTTP_METRICS_STREAM_KINDS
 };
 

@@ -22,6 +22,9 @@
 /* A worker thread's HTTP state (the runtime's proto_state). */
 struct http_worker {
     const struct http_config *cfg;
+    /* memory was freed in bulk (an HTTP/2 session at rest): the next tick
+     * gives glibc's free pages back (malloc_trim) */
+    bool trim_wanted;
     time_t date_time;  /* the second date_hdr shows */
     char date_hdr[48]; /* "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n" */
     /* "HTTP/1.1 200 OK\r\n" and date_hdr in one piece, for the same second:

@@ -333,9 +333,18 @@ static size_t tx_pending(const struct h2_stream *st)
 static ssize_t data_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t length,
                          uint32_t *flags, nghttp2_data_source *src, void *user)
 {
-    (void)s, (void)id, (void)buf, (void)user;
+    (void)id, (void)buf, (void)user;
     struct h2_stream *st = src->ptr;
     size_t n = 0, tx = tx_pending(st), file = st->file_left;
+    if (unlikely(st->c->send_debt) && (tx || file)) {
+        /* the session's window is send_debt above the client's */
+        int32_t w = nghttp2_session_get_remote_window_size(s) - (int32_t)st->c->send_debt;
+        if (w <= 0) {
+            st->deferred = st->debt_wait = true;
+            return NGHTTP2_ERR_DEFERRED;
+        }
+        length = MIN(length, (size_t)w);
+    }
     if (tx) {
         n = MIN(length, tx);
         tx -= n;

@@ -59,6 +59,33 @@ struct h2_conn {
     struct {
         int32_t lo, hi;
     } gaps[8];
+    /* The input's frame boundaries (h2.c, track_frames()): the preface's
+     * bytes still to come, the bytes left of the current frame's payload,
+     * its 9-byte header as far as it came, and whether a header block is
+     * open (CONTINUATION frames to come). */
+    uint8_t magic_left, hd_n;
+    bool in_block;
+    uint32_t frame_left;
+    uint8_t hd[9];
+    /* An idle connection rests (h2.c, rest()): its session is deleted (s
+     * is NULL) and rebuilt on the next bytes (wake()) from these. */
+    bool rfc9218;     /* the client sent SETTINGS_NO_RFC7540_PRIORITIES = 1 */
+    bool tbl0;        /* our SETTINGS_HEADER_TABLE_SIZE = 0 was submitted */
+    bool idle_tried;  /* a rest was due but impossible: no timed wait until input */
+    bool quiet;       /* idle for H2_REST_MS, and no stream began since */
+    bool resting;     /* s was deleted by a rest (and not rebuilt yet) */
+    int32_t floor_id; /* the client's stream ids up to this were used before a rebuild */
+    /* our SETTINGS as first sent (a reload may free c->cfg's successor's
+     * values, not these) */
+    uint32_t local_streams, local_window, local_head;
+    /* the client's SETTINGS and its connection window for us, at rest */
+    int32_t kept_window;
+    /* what a rebuilt session believes it may send on the connection beyond
+     * what the client allows (it kept less than the initial 65,535 for us,
+     * which no frame fed to a new session can say): data_read() holds
+     * that much back */
+    uint32_t send_debt;
+    uint32_t kept_settings[9]; /* by SETTINGS id - 1 */
 };
 
 /* The config a new stream reads: the worker's current one (a reload
@@ -112,6 +139,7 @@ struct h2_stream {
      * connection turns to other streams: RFC 9218 priorities) */
     int64_t body_left;
     bool body_done; /* END_STREAM went with the body: a close is no reset */
+    bool debt_wait; /* deferred for the connection's send_debt: a WINDOW_UPDATE resumes it */
     struct strbuf tx;
     size_t tx_off;
     int file_fd;

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -360,4 +361,15 @@ void conn_coro_main(struct coro *coro, void *arg)
     if (v != CONN_KEEP || ctx->out.len)
         after_run(ctx, v);
     ctx->verdict = (uint8_t)v;
+}
+
+void conn_shed(struct conn_ctx *ctx)
+{
+    if (ctx->in_pos == ctx->in_len) {
+        ctx->in_pos = ctx->in_len = 0;
+        madvise(ctx->in, ctx->in_cap, MADV_DONTNEED);
+    }
+    if (!ctx->out.len)
+        strbuf_free(&ctx->out);
+    coro_shed_stack(ctx->coro);
 }

@@ -265,6 +265,11 @@ ssize_t conn_read(struct conn_ctx *ctx, bool may_idle);
  * caller must hold nothing across it that a reload could free (read its
  * configuration again after it). */
 bool conn_park(struct conn_ctx *ctx);
+/* From the connection's coroutine, before a wait for input that may be
+ * long, with nothing buffered either way (an idle HTTP/2 connection that
+ * keeps its context): the pages of its input buffer, its output buffer
+ * and its stack below the caller go back to the system. */
+void conn_shed(struct conn_ctx *ctx);
 /* Moves the unconsumed input to the start of the buffer. */
 void conn_compact(struct conn_ctx *ctx);
 /* Writes all of iov (modifies it). */
@@ -443,6 +448,10 @@ void conn_sub_end(struct conn_ctx *sub, enum conn_cut why);
  * is (requests in sub-contexts), it is in no timeout queue, as a
  * conn_sleep() is not: the sub-contexts' own waits bound the time. */
 ssize_t conn_read_or_sub(struct conn_ctx *ctx, bool busy);
+/* The same, and -ETIMEDOUT when nothing came (no bytes, no kick) within
+ * timeout_ms (< 0: no limit but the keep-alive timeout's). The wait's
+ * timer is the one conn_sleep() uses: no system call. */
+ssize_t conn_read_or_sub_for(struct conn_ctx *ctx, bool busy, int timeout_ms);
 
 /* Per-connection buffers above this size are not kept in the pool, nor
  * across a conn_park(). */

@@ -146,6 +146,9 @@ void conn_write_part(struct conn_ctx *ctx, const void *p, size_t len, size_t aft
 /* wait.c: ends a connection's conn_sleep()/conn_wait_fd() without resuming
  * it: the timer is disarmed, the foreign fd leaves epoll. */
 void wait_cleanup(struct worker *w, struct conn_ctx *ctx);
+/* How far CLOCK_MONOTONIC_COARSE may lag the real clock, in ms: what a
+ * timer adds so that a wait never ends early. */
+uint64_t wait_coarse_lag_ms(void);
 
 /* cmd.c: the commands posted, run on the worker's wake-up; a held
  * context's run ended (ctx_put, ctx_destroy), which ends the grace period

@@ -63,8 +63,9 @@ void conn_sub_end(struct conn_ctx *sub, enum conn_cut why)
     worker_ctx_put(w, sub);
 }
 
-ssize_t conn_read_or_sub(struct conn_ctx *ctx, bool busy)
+ssize_t conn_read_or_sub_for(struct conn_ctx *ctx, bool busy, int timeout_ms)
 {
+    struct worker *w = ctx->worker;
     for (;;) {
         if (ctx->sub_kick) {
             ctx->sub_kick = false;
@@ -76,11 +77,26 @@ ssize_t conn_read_or_sub(struct conn_ctx *ctx, bool busy)
         conn_flush(ctx);
         if (ctx->sub_kick)
             continue;
+        /* the timer of conn_sleep(), idle now: run_timers() resumes the
+         * wait when it expires (and disarms it), as for a sleep */
+        bool timed = timeout_ms >= 0 &&
+                     !timer_add(&w->timers, &ctx->timer,
+                                worker_now_ms() + (uint64_t)timeout_ms + wait_coarse_lag_ms());
         ctx->kick_read = true;
         ctx->read_untimed = busy;
         conn_wait_io(ctx, CONN_WAIT_READ);
         ctx->kick_read = false;
+        if (timed) {
+            if (!timer_armed(&ctx->timer))
+                return -ETIMEDOUT;
+            timer_del(&w->timers, &ctx->timer);
+        }
     }
+}
+
+ssize_t conn_read_or_sub(struct conn_ctx *ctx, bool busy)
+{
+    return conn_read_or_sub_for(ctx, busy, -1);
 }
 
 void conn_sub_wait(struct conn_ctx *sub)

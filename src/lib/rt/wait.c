@@ -28,7 +28,7 @@ unsigned conn_worker_index(const struct conn_ctx *ctx)
  * jiffy, 4 ms at HZ 250), rounded up to whole milliseconds. A wait of N ms
  * that starts from a lagging reading gets this much more, so it never ends
  * early in real time. */
-static uint64_t coarse_lag_ms(void)
+uint64_t wait_coarse_lag_ms(void)
 {
     static _Atomic uint64_t lag; /* 0: not read yet; every thread reads the same */
     uint64_t l = atomic_load_explicit(&lag, memory_order_relaxed);
@@ -121,7 +121,7 @@ static int wait_yield(struct conn_ctx *ctx, int fd, unsigned events, int timeout
     struct worker *w = ctx->worker;
     uint64_t deadline = timeout_ms < 0 ? TIMER_NEVER : worker_now_ms() + (uint64_t)timeout_ms;
     if (timeout_ms > 0)
-        deadline += coarse_lag_ms();
+        deadline += wait_coarse_lag_ms();
     if (timer_add(&w->timers, &ctx->timer, deadline) < 0) {
         wait_cleanup(w, ctx);
         return -ENOMEM;

@@ -220,7 +220,8 @@ static void conn_cut(struct worker *w, int fd, enum conn_cut why)
         c->ctx = NULL;
         if (w->cfg->proto->abandon)
             w->cfg->proto->abandon(ctx, why);
-        if (ctx->waiting >= CONN_WAIT_TIMER)
+        /* a wait's timer (also conn_read_or_sub_for()'s, waiting for input) */
+        if (ctx->waiting >= CONN_WAIT_TIMER || timer_armed(&ctx->timer))
             wait_cleanup(w, ctx);
         /* runs the defers of a coroutine that was suspended mid-request */
         coro_reset(ctx->coro, conn_coro_main, ctx);
