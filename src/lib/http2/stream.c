@@ -6,7 +6,6 @@
 #include "http2/stream.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -674,85 +673,6 @@ void h2_stream_ready(struct h2_stream *st)
     st->c->runnable = true;
 }
 
-/* A worker's spare streams: a finished stream keeps its buffers (those
- * that stayed small) for the next one, so that a request costs no
- * allocation of a stream nor of its head's buffers. Per thread, as a
- * connection and its streams belong to one worker; at most SPARE_MAX,
- * freed when the thread ends. */
-#if defined(__SANITIZE_ADDRESS__)
-#define SPARE_MAX 0 /* ASan sees a use after free of a stream */
-#else
-#define SPARE_MAX 16
-#endif
-#define SPARE_BUF_KEEP 2048
-
-static __thread struct h2_stream *spare[SPARE_MAX + 1];
-static __thread unsigned n_spare;
-static __thread bool spare_registered; /* spare_key holds this thread's list */
-static pthread_key_t spare_key;
-static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
-
-static void spare_free(struct h2_stream *st)
-{
-    strbuf_free(&st->lines);
-    strbuf_free(&st->cookies);
-    strbuf_free(&st->pseudo);
-    strbuf_free(&st->rx);
-    strbuf_free(&st->tx);
-    free(st);
-}
-
-static void spare_exit(void *arg)
-{
-    (void)arg;
-    while (n_spare)
-        spare_free(spare[--n_spare]);
-}
-
-static void spare_init(void)
-{
-    if (pthread_key_create(&spare_key, spare_exit))
-        spare_key = (pthread_key_t)-1;
-}
-
-struct h2_stream *h2_stream_alloc(void)
-{
-    if (!n_spare)
-        return calloc(1, sizeof(struct h2_stream));
-    struct h2_stream *st = spare[--n_spare];
-    struct strbuf lines = st->lines, cookies = st->cookies, pseudo = st->pseudo, rx = st->rx,
-                  tx = st->tx;
-    memset(st, 0, sizeof(*st));
-    st->lines = lines;
-    st->cookies = cookies;
-    st->pseudo = pseudo;
-    st->rx = rx;
-    st->tx = tx;
-    return st;
-}
-
-static void stream_release(struct h2_stream *st)
-{
-    if (n_spare + 1 <= SPARE_MAX) {
-        if (unlikely(!spare_registered)) {
-            pthread_once(&spare_once, spare_init);
-            /* any non-NULL value makes the destructor run */
-            spare_registered =
-                spare_key != (pthread_key_t)-1 && !pthread_setspecific(spare_key, spare);
-        }
-        if (likely(spare_registered)) {
-            strbuf_shrink(&st->lines, SPARE_BUF_KEEP);
-            strbuf_shrink(&st->cookies, SPARE_BUF_KEEP);
-            strbuf_shrink(&st->pseudo, SPARE_BUF_KEEP);
-            strbuf_shrink(&st->rx, SPARE_BUF_KEEP);
-            strbuf_shrink(&st->tx, SPARE_BUF_KEEP);
-            spare[n_spare++] = st;
-            return;
-        }
-    }
-    spare_free(st);
-}
-
 void h2_stream_free(struct h2_stream *st)
 {
     struct h2_conn *c = st->c;
@@ -766,7 +686,7 @@ void h2_stream_free(struct h2_stream *st)
     http_metrics_end(conn_worker_state(c->ctx), HTTP_METRICS_H2_STREAM);
     if (!st->closed)
         nghttp2_session_set_stream_user_data(c->s, st->id, NULL);
-    stream_release(st);
+    h2_stream_release(st);
 }
 
 static void start(struct h2_conn *c, struct h2_stream *st)

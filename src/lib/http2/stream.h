@@ -164,6 +164,8 @@ void h2_stream_ready(struct h2_stream *st);
 /* Freed: not before it is closed and its request ended. */
 /* A zeroed stream, maybe one a finished stream left with its buffers. */
 struct h2_stream *h2_stream_alloc(void);
+/* A stream's memory back to the worker's spares (or freed). */
+void h2_stream_release(struct h2_stream *st);
 void h2_stream_free(struct h2_stream *st);
 
 /* The stream's head as the HTTP/1.1 parser would have made it, in ar
