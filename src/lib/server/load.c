@@ -321,10 +321,19 @@ static int load_ticket_key(struct colibri_server *srv, struct config_node *n, ch
     }
     unsigned char buf[81];
     size_t len = 0;
-    ssize_t got;
-    while (len < sizeof(buf) && (got = read(fd, buf + len, sizeof(buf) - len)) > 0)
+    ssize_t got = 0;
+    while (len < sizeof(buf)) {
+        got = read(fd, buf + len, sizeof(buf) - len);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
         len += (size_t)got;
+    }
+    e = got < 0 ? errno : 0;
     close(fd);
+    if (e)
+        return config_error(n, err, errlen, "%s: %s", path, strerror(e));
     if (len != 80)
         return config_error(n, err, errlen, "%s: must hold exactly 80 bytes (it has %s%zu)", path,
                             len > 80 ? "more than " : "", len > 80 ? (size_t)80 : len);
