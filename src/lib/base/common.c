@@ -1,6 +1,8 @@
 #include "base/common.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 size_t host_name_match(const char *site, size_t site_len, const char *name, size_t len)
@@ -43,6 +45,22 @@ int pread_full(int fd, void *buf, size_t len, off_t off)
         off += n;
     }
     return 0;
+}
+
+int open_regular(const char *path, struct stat *st)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+    int r = fstat(fd, st) < 0       ? -errno
+            : S_ISDIR(st->st_mode)  ? -EISDIR
+            : !S_ISREG(st->st_mode) ? -EINVAL
+                                    : 0;
+    if (r) {
+        close(fd);
+        return r;
+    }
+    return fd;
 }
 
 int write_full(int fd, const void *buf, size_t len)

@@ -52,6 +52,12 @@ size_t host_name_match(const char *site, size_t site_len, const char *name, size
  * -EIO when the file ends first. */
 int pread_full(int fd, void *buf, size_t len, off_t off);
 
+/* Opens a regular file for reading, without blocking (a FIFO would) and
+ * close-on-exec, its stat in *st: the fd, or -errno: -EISDIR for a
+ * directory (which root would read as empty), -EINVAL for another kind. */
+struct stat;
+int open_regular(const char *path, struct stat *st);
+
 /* Writes all len bytes, through short writes and EINTR: 0 or -errno (a
  * write that takes nothing and says no error is -ENOSPC). */
 int write_full(int fd, const void *buf, size_t len);

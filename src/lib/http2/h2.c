@@ -54,7 +54,7 @@ static int on_begin_frame(nghttp2_session *s, const nghttp2_frame_hd *hd, void *
         return 0;
     }
     if (id <= c->floor_id && !nghttp2_session_find_stream(s, id)) {
-        /* an id of the session before this one (rest(), wake()): this
+        /* an id of the session before this one (h2_rest(), h2_wake()): this
          * one cannot tell it from a new stream, so it is refused as the
          * reuse of an id (RFC 9113 5.1.1) */
         nghttp2_session_terminate_session2(
@@ -258,6 +258,11 @@ nghttp2_session *h2_session_new(struct h2_conn *c)
     return session_new(c, false);
 }
 
+nghttp2_session *h2_session_rebuild(struct h2_conn *c)
+{
+    return session_new(c, true);
+}
+
 /* Everything nghttp2 has to send, gathered in ctx->out and written. */
 static bool send_all(struct h2_conn *c)
 {
@@ -332,7 +337,7 @@ static struct h2_conn *h2_conn_new(struct conn_ctx *ctx)
 
 /* Our SETTINGS (the server's preface, as submit_settings() decided it),
  * and the connection's receive window. */
-static int submit_local(struct h2_conn *c)
+int h2_submit_local(struct h2_conn *c)
 {
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, c->local_streams},
@@ -362,7 +367,7 @@ static int submit_settings(struct h2_conn *c, bool rfc9218)
     c->local_streams = cfg->h2_max_streams;
     c->local_window = (uint32_t)cfg->h2_window;
     c->local_head = (uint32_t)cfg->limits.max_head;
-    return submit_local(c);
+    return h2_submit_local(c);
 }
 
 /* What the client's connection preface, at p, says of RFC 9218: 1 when
@@ -387,252 +392,6 @@ static int client_rfc9218(const uint8_t *p, size_t n)
             r = !e[2] && !e[3] && !e[4] && e[5] == 1;
     }
     return r;
-}
-
-/* --- an idle connection at rest -------------------------------------------
- *
- * An nghttp2 server session is some 25 KB, most of an idle connection's
- * memory. A connection idle for H2_REST_MS (no stream, nothing to send, its
- * input at a frame boundary) gives it up and keeps only what rebuilds it:
- * the client's SETTINGS, its connection window for us, the last stream id.
- * HPACK is what cannot be rebuilt from numbers, so first, both ways:
- * - the client's encoder: our SETTINGS_HEADER_TABLE_SIZE = 0, and the rest
- *   only once the client acknowledged it (RFC 7541 4.2: its next header
- *   block then begins with a table size update to 0, which empties the
- *   table our next session's decoder has never seen);
- * - our encoder: the new session's is empty, and the client's decoder is
- *   made empty too: the state fed to the new session carries the client's
- *   SETTINGS_HEADER_TABLE_SIZE as 0 then its own value, and the encoder
- *   signals the smallest size since its last block (RFC 7541 4.2), so our
- *   next header block begins with size updates to 0 and back.
- * The receive window is granted in full before the rest (a WINDOW_UPDATE
- * for what was consumed and not yet updated), so that the new session's
- * view of it is the client's. The new session is built by feeding it the
- * frames of that state (wake()); what it answers to them is dropped once
- * its frames are checked to be those answers. */
-#define H2_REST_MS 1000
-
-/* Keeps count of where the input's frames begin (the bytes fed to the
- * session): a rest must not cut a frame, nor a header block. */
-static void track_frames(struct h2_conn *c, const uint8_t *p, size_t n)
-{
-    if (c->magic_left) {
-        size_t k = MIN(n, (size_t)c->magic_left);
-        c->magic_left = (uint8_t)(c->magic_left - k);
-        p += k;
-        n -= k;
-    }
-    while (n) {
-        if (c->frame_left) {
-            size_t k = MIN(n, (size_t)c->frame_left);
-            c->frame_left -= (uint32_t)k;
-            p += k;
-            n -= k;
-            continue;
-        }
-        size_t k = MIN(n, (size_t)(9 - c->hd_n));
-        memcpy(c->hd + c->hd_n, p, k);
-        c->hd_n = (uint8_t)(c->hd_n + k);
-        p += k;
-        n -= k;
-        if (c->hd_n < 9)
-            break;
-        c->hd_n = 0;
-        c->frame_left = (uint32_t)c->hd[0] << 16 | (uint32_t)c->hd[1] << 8 | c->hd[2];
-        uint8_t type = c->hd[3];
-        if (type == NGHTTP2_HEADERS || type == NGHTTP2_PUSH_PROMISE || type == NGHTTP2_CONTINUATION)
-            c->in_block = !(c->hd[4] & NGHTTP2_FLAG_END_HEADERS);
-    }
-}
-
-/* Nothing under way: no stream, nothing to send, no frame begun. */
-static bool idle(const struct h2_conn *c)
-{
-    return !c->streams && !c->goaway && !c->magic_left && !c->hd_n && !c->frame_left &&
-           !c->in_block && !c->ctx->out.len && !c->n_parts && !nghttp2_session_want_write(c->s);
-}
-
-/* The windows as a rebuilt session would have them: the receive window
- * granted in full, the client's for us at least the initial one (a
- * WINDOW_UPDATE can only add to it). */
-static bool windows_kept(const struct h2_conn *c)
-{
-    return nghttp2_session_get_remote_window_size(c->s) >= (int32_t)c->send_debt &&
-           nghttp2_session_get_effective_recv_data_length(c->s) == 0 &&
-           nghttp2_session_get_effective_local_window_size(c->s) == (int32_t)c->local_window;
-}
-
-/* Idle for H2_REST_MS: what a rest needs is asked for. False when it
- * cannot be had (the client keeps our window for it low). */
-static bool prepare_rest(struct h2_conn *c)
-{
-    nghttp2_session *s = c->s;
-    int32_t owed = nghttp2_session_get_effective_recv_data_length(s);
-    if (owed > 0 && nghttp2_submit_window_update(s, NGHTTP2_FLAG_NONE, 0, owed))
-        return false;
-    if (!c->tbl0) {
-        nghttp2_settings_entry iv = {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, 0};
-        if (nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, &iv, 1))
-            return false;
-        c->tbl0 = true;
-    }
-    return true;
-}
-
-/* The session goes; what rebuilds it stays. */
-static void rest(struct h2_conn *c)
-{
-    nghttp2_session *s = c->s;
-    for (int32_t id = NGHTTP2_SETTINGS_HEADER_TABLE_SIZE;
-         id <= NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE; id++)
-        c->kept_settings[id - 1] = nghttp2_session_get_remote_settings(s, (nghttp2_settings_id)id);
-    c->kept_settings[NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL - 1] =
-        nghttp2_session_get_remote_settings(s, NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL) == 1;
-    c->kept_window = nghttp2_session_get_remote_window_size(s) - (int32_t)c->send_debt;
-    c->floor_id = MAX(c->max_id, nghttp2_session_get_last_proc_stream_id(s));
-    nghttp2_session_del(s);
-    c->s = NULL;
-    c->resting = true;
-    c->quiet = false;
-    /* the connection's own HTTP/1.1 scratch (its preface was parsed as a
-     * request line): its streams have theirs */
-    struct http_conn *hc = conn_state(c->ctx);
-    arena_free(&hc->arena);
-    strbuf_free(&hc->body);
-    strbuf_free(&hc->hdrs);
-    strbuf_free(&hc->reqbody);
-    struct http_worker *hw = conn_worker_state(c->ctx);
-    /* the session's blocks are free, but glibc keeps their pages until a
-     * trim: the worker's next tick (once a second at most) */
-    hw->trim_wanted = true;
-    conn_want_tick(c->ctx);
-    http_metrics_begin(hw, HTTP_METRICS_H2_REST);
-}
-
-static size_t put_frame_hd(uint8_t *p, size_t len, uint8_t type, uint8_t flags)
-{
-    p[0] = (uint8_t)(len >> 16);
-    p[1] = (uint8_t)(len >> 8);
-    p[2] = (uint8_t)len;
-    p[3] = type;
-    p[4] = flags;
-    memset(p + 5, 0, 4); /* stream 0 */
-    return 9;
-}
-
-static size_t put_u32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-    return 4;
-}
-
-static size_t put_setting(uint8_t *p, uint16_t id, uint32_t v)
-{
-    p[0] = (uint8_t)(id >> 8);
-    p[1] = (uint8_t)id;
-    return 2 + put_u32(p + 2, v);
-}
-
-/* Takes what a session being rebuilt sends in answer to the state it is
- * given, counting its frames: our SETTINGS, SETTINGS ACKs, WINDOW_UPDATEs
- * of the connection. False for anything else, or an error. */
-static bool drop_rebuild_output(nghttp2_session *s, unsigned *settings, unsigned *acks,
-                                unsigned *updates)
-{
-    for (;;) {
-        const uint8_t *d;
-        ssize_t n = nghttp2_session_mem_send(s, &d);
-        if (n <= 0)
-            return n == 0;
-        for (size_t off = 0; off < (size_t)n;) {
-            const uint8_t *h = d + off;
-            if ((size_t)n - off < 9)
-                return false;
-            size_t len = (size_t)h[0] << 16 | (size_t)h[1] << 8 | h[2];
-            if ((h[5] & 0x7f) | h[6] | h[7] | h[8] || (size_t)n - off - 9 < len)
-                return false; /* not the connection's, or not whole */
-            if (h[3] == NGHTTP2_SETTINGS && (h[4] & NGHTTP2_FLAG_ACK) && !len)
-                ++*acks;
-            else if (h[3] == NGHTTP2_SETTINGS && !(h[4] & NGHTTP2_FLAG_ACK))
-                ++*settings;
-            else if (h[3] == NGHTTP2_WINDOW_UPDATE && len == 4)
-                ++*updates;
-            else
-                return false;
-            off += 9 + len;
-        }
-    }
-}
-
-/* Bytes came for a connection at rest: a session as the last one was,
- * for them. False when that failed (out of memory): the connection ends. */
-static bool wake(struct h2_conn *c)
-{
-    c->resting = false;
-    http_metrics_end(conn_worker_state(c->ctx), HTTP_METRICS_H2_REST);
-    nghttp2_session *s = session_new(c, true);
-    if (!s)
-        return false;
-    c->s = s;
-    unsigned settings = 0, acks = 0, updates = 0;
-    /* our SETTINGS and window, as sent when the connection began */
-    if (submit_local(c) < 0 || !drop_rebuild_output(s, &settings, &acks, &updates))
-        goto fail;
-    /* the client's: its SETTINGS (the table size first 0: our encoder's
-     * next block empties the client's decoder table), its window for us;
-     * then its ACK of ours */
-    uint8_t in[3 * 9 + 6 + 8 * 6 + 9 + 4];
-    size_t n = put_frame_hd(in, 6, NGHTTP2_SETTINGS, 0);
-    n += put_setting(in + n, NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, 0);
-    size_t at = n;
-    n += 9;
-    for (uint16_t id = NGHTTP2_SETTINGS_HEADER_TABLE_SIZE;
-         id <= NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE; id++)
-        n += put_setting(in + n, id, c->kept_settings[id - 1]);
-    if (c->kept_settings[NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL - 1])
-        n += put_setting(in + n, NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1);
-    if (c->rfc9218)
-        n += put_setting(in + n, NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1);
-    put_frame_hd(in + at, n - at - 9, NGHTTP2_SETTINGS, 0);
-    c->send_debt = c->kept_window < NGHTTP2_INITIAL_WINDOW_SIZE
-                       ? (uint32_t)(NGHTTP2_INITIAL_WINDOW_SIZE - c->kept_window)
-                       : 0;
-    if (c->kept_window > NGHTTP2_INITIAL_WINDOW_SIZE) {
-        n += put_frame_hd(in + n, 4, NGHTTP2_WINDOW_UPDATE, 0);
-        n += put_u32(in + n, (uint32_t)(c->kept_window - NGHTTP2_INITIAL_WINDOW_SIZE));
-    }
-    n += put_frame_hd(in + n, 0, NGHTTP2_SETTINGS, NGHTTP2_FLAG_ACK);
-    if (nghttp2_session_mem_recv(s, in, n) != (ssize_t)n ||
-        !drop_rebuild_output(s, &settings, &acks, &updates) || settings != 1 || acks != 2 ||
-        updates > 1 ||
-        nghttp2_session_get_remote_window_size(s) - (int32_t)c->send_debt != c->kept_window ||
-        nghttp2_session_get_effective_local_window_size(s) != (int32_t)c->local_window)
-        goto fail;
-    /* the client may use its table again */
-    nghttp2_settings_entry iv = {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, 4096};
-    if (nghttp2_submit_settings(s, NGHTTP2_FLAG_NONE, &iv, 1))
-        goto fail;
-    c->tbl0 = false;
-    return true;
-fail:
-    LOG_LIMITED(LOG_WARN, "http2: a connection's session could not be rebuilt: closed");
-    nghttp2_session_del(s);
-    c->s = NULL;
-    return false;
-}
-
-/* A GOAWAY (INTERNAL_ERROR) without a session, after a failed wake(). */
-static void goaway_raw(struct h2_conn *c)
-{
-    uint8_t f[9 + 8];
-    size_t n = put_frame_hd(f, 8, NGHTTP2_GOAWAY, 0);
-    n += put_u32(f + n, (uint32_t)c->floor_id);
-    n += put_u32(f + n, NGHTTP2_INTERNAL_ERROR);
-    if (strbuf_append(&c->ctx->out, f, n) < 0)
-        strbuf_reset(&c->ctx->out);
 }
 
 static enum conn_verdict h2_loop(struct h2_conn *c);
@@ -758,7 +517,7 @@ static enum conn_verdict h2_loop(struct h2_conn *c)
     const uint8_t *p = (const uint8_t *)ctx->in + ctx->in_pos;
     for (;;) {
         if (n) {
-            track_frames(c, p, n);
+            h2_track_frames(c, p, n);
             ssize_t r = nghttp2_session_mem_recv(c->s, p, n);
             if (r < 0) {
                 /* a fatal error: nghttp2 queued its GOAWAY where it could */
@@ -786,13 +545,13 @@ static enum conn_verdict h2_loop(struct h2_conn *c)
         ctx->in_pos = ctx->in_len = 0;
         /* idle: after H2_REST_MS (not between two requests), a rest */
         int wait_ms = -1;
-        if (!c->n_running && !conn_stopping(ctx) && idle(c)) {
+        if (!c->n_running && !conn_stopping(ctx) && h2_idle(c)) {
             if (!c->quiet)
                 wait_ms = c->idle_tried ? -1 : H2_REST_MS;
             else if (nghttp2_session_get_local_settings(c->s, NGHTTP2_SETTINGS_HEADER_TABLE_SIZE))
                 ; /* our table size 0 is not acknowledged yet */
-            else if (windows_kept(c)) {
-                rest(c);
+            else if (h2_windows_kept(c)) {
+                h2_rest(c);
                 conn_shed(ctx);
             } else
                 c->quiet = false, c->idle_tried = true;
@@ -804,8 +563,8 @@ static enum conn_verdict h2_loop(struct h2_conn *c)
             got = conn_read_or_sub_for(ctx, c->n_running > 0, wait_ms);
         while (!c->s && (got == -EINTR || got == -ETIMEDOUT));
         if (got == -ETIMEDOUT) {
-            if (c->s && !c->n_running && idle(c)) {
-                c->quiet = prepare_rest(c);
+            if (c->s && !c->n_running && h2_idle(c)) {
+                c->quiet = h2_prepare_rest(c);
                 c->idle_tried = !c->quiet;
             }
             n = 0;
@@ -819,8 +578,8 @@ static enum conn_verdict h2_loop(struct h2_conn *c)
         if (got <= 0)
             break;
         c->idle_tried = false;
-        if (!c->s && !wake(c)) {
-            goaway_raw(c);
+        if (!c->s && !h2_wake(c)) {
+            h2_goaway_raw(c);
             break;
         }
         conn_progress(ctx);

@@ -179,6 +179,28 @@ int h2_build_head(struct h2_stream *st, struct arena *ar, struct http_head *h);
  * of small blocks. */
 extern nghttp2_mem h2_mem;
 nghttp2_session *h2_session_new(struct h2_conn *c);
+/* The same for a connection waking from a rest (no client preface). */
+nghttp2_session *h2_session_rebuild(struct h2_conn *c);
+/* Our SETTINGS and connection window, as the connection began: 0 or -1. */
+int h2_submit_local(struct h2_conn *c);
+
+/* rest.c: an idle connection at rest (no session) and its wake */
+#define H2_REST_MS 1000 /* idle this long: a rest is asked for */
+/* The input's frame boundaries, for the bytes fed to the session. */
+void h2_track_frames(struct h2_conn *c, const uint8_t *p, size_t n);
+/* Nothing under way: no stream, nothing to send, no frame begun. */
+bool h2_idle(const struct h2_conn *c);
+/* The windows are as a rebuilt session would have them. */
+bool h2_windows_kept(const struct h2_conn *c);
+/* What a rest needs is asked for (false: it cannot be had). */
+bool h2_prepare_rest(struct h2_conn *c);
+/* The session goes; what rebuilds it stays. */
+void h2_rest(struct h2_conn *c);
+/* A session as the last one was, for bytes that came (false: the
+ * connection ends). */
+bool h2_wake(struct h2_conn *c);
+/* A GOAWAY (INTERNAL_ERROR) without a session, after a failed wake. */
+void h2_goaway_raw(struct h2_conn *c);
 
 /* The connection's side: starts the streams whose head came, resumes
  * those that are ready, ends the requests that finished, frees the

@@ -257,16 +257,12 @@ int tls_server_add_site(struct tls_server *ts, const char *const *names, unsigne
  * open does not block; the file is closed again. */
 static int file_readable(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0)
-        return -errno;
     struct stat st;
-    int r = fstat(fd, &st) < 0     ? -errno
-            : S_ISDIR(st.st_mode)  ? -EISDIR
-            : !S_ISREG(st.st_mode) ? -EINVAL
-                                   : 0;
+    int fd = open_regular(path, &st);
+    if (fd < 0)
+        return fd;
     close(fd);
-    return r;
+    return 0;
 }
 
 static int file_error(int r, const char *path, char *err, size_t errlen)

@@ -158,6 +158,16 @@ size_t server_listener_tables(unsigned n);
 /* control.c: the control thread (log reopening, reloads) */
 int control_start(struct colibri_server *srv, char *err, size_t errlen);
 void control_stop(struct colibri_server *srv);
+/* load_tls.c: one TLS config line each (load.c meets them): 0, or a
+ * config error in err */
+struct config_node;
+int load_tls_protocols(struct colibri_server *srv, struct config_node *n, char *err, size_t errlen);
+int load_ticket_key(struct colibri_server *srv, struct config_node *n, char *err, size_t errlen);
+int load_tls_pair(struct colibri_server *srv, struct config_node *site, struct config_node *n,
+                  char *err, size_t errlen);
+int load_tls_staple(struct colibri_server *srv, struct config_node *site, struct config_node *n,
+                    char *err, size_t errlen);
+
 /* reload.c */
 void server_reload(struct colibri_server *srv);
 /* Frees every retired generation (the workers are gone) */
