@@ -163,6 +163,15 @@ void colibri_server_reopen_logs(struct colibri_server *srv);
  * log files and pid_file) keep their running values, with a warning. A
  * no-op while the server is not running. */
 void colibri_server_reload(struct colibri_server *srv);
+/* Lets the server answer the usual signals itself, as the colibri program
+ * does: SIGTERM and SIGINT stop it gracefully, SIGHUP reloads the config,
+ * SIGUSR1 reopens the logs. No handler is installed: the four signals are
+ * blocked in the calling thread (call this before starting threads of
+ * your own, which inherit the mask) and, while colibri_server_run() runs,
+ * the server's control thread reads them from a signalfd. One sent before
+ * the server runs waits and is answered when it does. 0, or -errno with
+ * err set. */
+int colibri_server_take_signals(struct colibri_server *srv, char *err, size_t errlen);
 /* Called during a reload, on the control thread, with the server the new
  * config was loaded into (next): a program applies here what it did by
  * hand after colibri_server_load_config() (routes, listeners, threads),

@@ -1,7 +1,6 @@
 /* colibri - the server program: flags, config file, signals. */
 #include <errno.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,33 +9,6 @@
 
 #include "colibri.h"
 #include "commit.h" /* COLIBRI_COMMIT, written at build time */
-
-static struct colibri_server *the_server;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    if (the_server)
-        colibri_server_shutdown(the_server);
-}
-
-/* SIGHUP: reload the config. Only wakes the server's control thread,
- * which reads and checks the file while the old config serves. */
-static void on_hup(int sig)
-{
-    (void)sig;
-    if (the_server)
-        colibri_server_reload(the_server);
-}
-
-/* SIGUSR1: log rotation. Only wakes the server's control thread, which
- * reopens the files. */
-static void on_usr1(int sig)
-{
-    (void)sig;
-    if (the_server)
-        colibri_server_reopen_logs(the_server);
-}
 
 /* What the command line changes in a config, at start and at every reload. */
 struct overrides {
@@ -196,26 +168,16 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigemptyset(&sa.sa_mask);
-    the_server = srv;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    struct sigaction hup = {.sa_handler = on_hup, .sa_flags = SA_RESTART};
-    sigemptyset(&hup.sa_mask);
-    sigaction(SIGHUP, &hup, NULL);
-    struct sigaction usr1 = {.sa_handler = on_usr1, .sa_flags = SA_RESTART};
-    sigemptyset(&usr1.sa_mask);
-    sigaction(SIGUSR1, &usr1, NULL);
-
-    if (colibri_server_run(srv, err, sizeof(err)) < 0)
+    /* SIGTERM and SIGINT stop, SIGHUP reloads, SIGUSR1 reopens the logs:
+     * the server's control thread reads them (no handler runs in the
+     * middle of anything) */
+    if (colibri_server_take_signals(srv, err, sizeof(err)) < 0 ||
+        colibri_server_run(srv, err, sizeof(err)) < 0)
         goto out_error;
-    the_server = NULL;
     colibri_server_free(srv);
     return 0;
 
 out_error:
-    the_server = NULL; /* a late signal must not reach a freed server */
     /* one line per error, "FILE:LINE: KEY: message"; behind "colibri: "
      * when it stops a start */
     for (char *line = err, *nl; line; line = nl ? nl + 1 : NULL) {

@@ -244,7 +244,7 @@ static void acceptor_apply(struct acceptor *a, int epfd)
     }
 }
 
-int acceptor_run(struct acceptor *a, struct worker *const *workers, unsigned n, volatile int *stop)
+int acceptor_run(struct acceptor *a, struct worker *const *workers, unsigned n, atomic_int *stop)
 {
     bool *woken = calloc(n, sizeof(bool));
     int epfd = woken ? epoll_create1(EPOLL_CLOEXEC) : -1;
@@ -259,7 +259,7 @@ int acceptor_run(struct acceptor *a, struct worker *const *workers, unsigned n, 
      * too (nothing applies them before) */
     acceptor_apply(a, epfd);
     int spare = spare_open();
-    while (!*stop) {
+    while (!atomic_load(stop)) {
         struct epoll_event events[16];
         int k = epoll_wait(epfd, events, (int)N_ELEMENTS(events), -1);
         bool changes = false;

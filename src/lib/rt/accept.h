@@ -8,6 +8,7 @@
 #pragma once
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "rt/worker.h"
@@ -27,7 +28,7 @@ int acceptor_add_listener(struct acceptor *a, unsigned idx, int fd);
 void acceptor_remove_listener(struct acceptor *a, unsigned idx);
 /* Runs on the calling thread until *stop is set and wake_fd written: 0,
  * or -errno at once when it cannot start (the caller stops the server). */
-int acceptor_run(struct acceptor *a, struct worker *const *workers, unsigned n, volatile int *stop);
+int acceptor_run(struct acceptor *a, struct worker *const *workers, unsigned n, atomic_int *stop);
 /* Closes every listener it still holds (new connections are refused at
  * once) and frees what is queued. */
 void acceptor_destroy(struct acceptor *a);

@@ -1,13 +1,23 @@
 /* control.c - the server's control thread: what signals ask for (log
- * reopening, reloads) done off the signal handler and off the workers,
- * and the freeing of retired generations once the workers are done with
- * them. The public calls only set a flag and write an eventfd, so they
- * are async-signal-safe. */
+ * reopening, reloads, a stop) done off the signal handler and off the
+ * workers, and the freeing of retired generations once the workers are
+ * done with them. The public calls only set a flag and write an eventfd,
+ * so they are async-signal-safe.
+ *
+ * A program that lets the server take its signals
+ * (colibri_server_take_signals) has no handler at all: the signals stay
+ * blocked in every thread and this thread reads them from a signalfd, as
+ * plain data. Nothing then runs at an arbitrary point of another thread,
+ * and a signal sent before the server runs waits in the kernel instead
+ * of being lost. */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include "base/err.h"
@@ -16,17 +26,74 @@
 /* How often retired generations are looked at while some wait. */
 #define RETIRED_POLL_MS 10
 
+/* The signals a server that takes them answers. */
+static void taken_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+    sigaddset(set, SIGUSR1);
+}
+
+int colibri_server_take_signals(struct colibri_server *srv, char *err, size_t errlen)
+{
+    sigset_t set;
+    taken_signals(&set);
+    int r = pthread_sigmask(SIG_BLOCK, &set, NULL);
+    if (r)
+        return err_set(err, errlen, -r, NULL, "pthread_sigmask: %s", strerror(r));
+    srv->take_signals = true;
+    return 0;
+}
+
+int control_open_signals(struct colibri_server *srv, char *err, size_t errlen)
+{
+    if (!srv->take_signals || srv->sig_fd >= 0)
+        return 0;
+    sigset_t set;
+    taken_signals(&set);
+    int fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (fd < 0)
+        return err_set(err, errlen, -errno, NULL, "signalfd: %s", strerror(errno));
+    srv->sig_fd = fd;
+    return 0;
+}
+
+/* Every signal waiting on the signalfd, as the handlers of a program
+ * would take them. */
+static void read_signals(struct colibri_server *srv)
+{
+    struct signalfd_siginfo si[8];
+    ssize_t k;
+    while ((k = read(srv->sig_fd, si, sizeof(si))) > 0)
+        for (size_t i = 0; i < (size_t)k / sizeof(si[0]); i++)
+            switch (si[i].ssi_signo) {
+            case SIGHUP:
+                atomic_store(&srv->want_reload, true);
+                break;
+            case SIGUSR1:
+                atomic_store(&srv->want_reopen, true);
+                break;
+            default: /* SIGINT, SIGTERM */
+                colibri_server_shutdown(srv);
+            }
+}
+
 static void *control_main(void *arg)
 {
     struct colibri_server *srv = arg;
     for (;;) {
-        struct pollfd p = {.fd = srv->ctl_fd, .events = POLLIN};
-        int n = poll(&p, 1, srv->retired ? RETIRED_POLL_MS : -1);
-        if (n > 0) {
+        struct pollfd p[2] = {{.fd = srv->ctl_fd, .events = POLLIN},
+                              {.fd = srv->sig_fd, .events = POLLIN}};
+        int n = poll(p, srv->sig_fd >= 0 ? 2 : 1, srv->retired ? RETIRED_POLL_MS : -1);
+        if (n > 0 && p[0].revents) {
             uint64_t v;
             ssize_t k = read(srv->ctl_fd, &v, sizeof(v));
             (void)k;
         }
+        if (n > 0 && srv->sig_fd >= 0 && p[1].revents)
+            read_signals(srv);
         if (atomic_load(&srv->ctl_stop))
             break;
         if (atomic_exchange(&srv->want_reopen, false))
@@ -88,6 +155,11 @@ void control_stop(struct colibri_server *srv)
     srv->ctl_fd = -1; /* first: a late signal must not write to a reused fd */
     if (fd >= 0)
         close(fd);
+    /* signals that come from here on wait, blocked, until the program
+     * ends or runs the server again */
+    if (srv->sig_fd >= 0)
+        close(srv->sig_fd);
+    srv->sig_fd = -1;
 }
 
 void colibri_server_reopen_logs(struct colibri_server *srv)

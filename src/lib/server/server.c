@@ -43,7 +43,7 @@ static const struct colibri_handler *const builtin_handlers[] = {BUILTIN_HANDLER
 struct colibri_server *colibri_server_new(void)
 {
     struct colibri_server *srv =
-        ALLOC_INIT(struct colibri_server, {.acceptor_wake = -1, .ctl_fd = -1});
+        ALLOC_INIT(struct colibri_server, {.acceptor_wake = -1, .ctl_fd = -1, .sig_fd = -1});
     if (!srv)
         return NULL;
     srv->wcfg = (struct worker_cfg){
@@ -641,6 +641,9 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
     char why[256];
     if (sd_notify_open(why, sizeof(why)) < 0)
         log_msg(LOG_WARN, "%s", why);
+    /* the signalfd too: the sandbox has no signalfd4 */
+    if ((r = control_open_signals(srv, err, errlen)))
+        goto out_workers;
     /* the listeners are bound and the config's files open: root is no
      * longer needed (threads started from here on run as the user), and
      * with "sandbox = true" the sandbox closes around every thread: its
@@ -742,9 +745,8 @@ out_free:
 
 void colibri_server_shutdown(struct colibri_server *srv)
 {
-    if (!srv->stop_asap) /* once, however many signals come */
+    if (!atomic_exchange(&srv->stop_asap, 1)) /* once, however many signals come */
         sd_notify_send("STOPPING=1");
-    srv->stop_asap = 1;
     if (!srv->running || !srv->workers)
         return;
     if (srv->acceptor_wake >= 0) {

@@ -127,13 +127,20 @@ struct colibri_server {
     unsigned restart_seen_set;
     struct server_gen *gen;     /* the newest generation, while running */
     struct server_gen *retired; /* older ones, until every worker is done with them */
-    /* the control thread: reopens logs and reloads, woken through ctl_fd */
+    /* the control thread: reopens logs and reloads, woken through ctl_fd;
+     * with colibri_server_take_signals() it also reads the signals that
+     * ask for them (and for a stop) from sig_fd */
     int ctl_fd; /* eventfd, -1 when not running */
+    int sig_fd; /* signalfd, -1 unless the server takes the signals */
+    bool take_signals;
     atomic_bool ctl_stop, want_reopen, want_reload;
     bool ctl_started;
     pthread_t ctl_thread;
-    volatile sig_atomic_t running;
-    volatile sig_atomic_t stop_asap; /* shutdown asked for before the workers ran */
+    /* both set from any thread (colibri_server_shutdown), or from a signal
+     * handler: lock-free atomics, so that a stop and the start cannot miss
+     * each other */
+    atomic_int running;
+    atomic_int stop_asap; /* shutdown asked for before the workers ran */
 };
 
 /* The handler or module registered under name, or NULL. */
@@ -156,6 +163,9 @@ void server_finish_http(struct colibri_server *s, const struct colibri_server *s
 size_t server_listener_tables(unsigned n);
 
 /* control.c: the control thread (log reopening, reloads) */
+/* The signalfd of a server that takes its signals, opened before the
+ * sandbox closes (control_stop closes it). */
+int control_open_signals(struct colibri_server *srv, char *err, size_t errlen);
 int control_start(struct colibri_server *srv, char *err, size_t errlen);
 void control_stop(struct colibri_server *srv);
 /* load_tls.c: one TLS config line each (load.c meets them): 0, or a
