@@ -462,7 +462,9 @@ static enum conn_verdict run(struct conn_ctx *ctx)
     hc->resp = NULL;
     if (ctx->fresh)
         hc->counted = hc->local_known = false;
-    bool first = true; /* no request came in this run yet */
+    else if (unlikely(conn_worker_of(ctx)->conns[ctx->fd].flags & CONN_AT_REST))
+        return hw->cfg->h2_resume(ctx, conn_rest_take(ctx)); /* HTTP/2 at rest */
+    bool first = true;                                       /* no request came in this run yet */
     /* HTTP/2 over TLS: ALPN chose it in the handshake that just ended */
     if (unlikely(ctx->tls != NULL) && ctx->fresh && hw->cfg->h2_run && conn_tls_alpn_is(ctx, "h2"))
         return hw->cfg->h2_run(ctx);
@@ -637,7 +639,15 @@ static const char *alpn(const struct conn_ctx *ctx)
     return "\x08http/1.1";
 }
 
+/* An HTTP/2 connection closed at rest, without a context. */
+static void drop_rest(void *worker_state, void *state)
+{
+    struct http_worker *hw = worker_state;
+    hw->cfg->h2_drop(hw, state);
+}
+
 const struct conn_proto http_proto = {
+    .drop_rest = drop_rest,
     .alpn = alpn,
     .state_size = sizeof(struct http_conn),
     .run = run,

@@ -35,6 +35,7 @@ struct http_route {
     int line;                /* the config line that made it (0: a program's call) */
 };
 
+struct http_worker;
 struct http_config {
     /* the default site's routes (path prefix -> struct http_route); NULL
      * when there are named sites and no default: an unknown host gets 421 */
@@ -79,6 +80,10 @@ struct http_config {
      * answers 101 and the request as stream 1 (http2/h2.h) */
     const bool *h2c_upgrade;
     enum conn_verdict (*h2_upgrade)(struct conn_ctx *ctx, const struct http_head *head);
+    /* an HTTP/2 connection at rest without its context (conn_rest_put):
+     * its run when bytes come, its state freed when it closes at rest */
+    enum conn_verdict (*h2_resume)(struct conn_ctx *ctx, void *state);
+    void (*h2_drop)(struct http_worker *hw, void *state);
     uint32_t h2_max_streams;     /* SETTINGS_MAX_CONCURRENT_STREAMS */
     size_t h2_window;            /* SETTINGS_INITIAL_WINDOW_SIZE, and the connection's */
     size_t ws_memory_max;        /* WebSocket messages being read, per worker: beyond, 1013 */

@@ -302,7 +302,8 @@ static void conn_free(void *arg)
         http_metrics_end(conn_worker_state(c->ctx), HTTP_METRICS_H2_REST);
     struct http_conn *hc = conn_state(c->ctx);
     hc->h2 = NULL;
-    http_metrics_end(conn_worker_state(c->ctx), HTTP_METRICS_H2_CONN);
+    if (!c->away) /* at rest without its context, it is still open */
+        http_metrics_end(conn_worker_state(c->ctx), HTTP_METRICS_H2_CONN);
     free(c);
 }
 
@@ -395,11 +396,38 @@ static int client_rfc9218(const uint8_t *p, size_t n)
 }
 
 static enum conn_verdict h2_loop(struct h2_conn *c);
+static enum conn_verdict serve(struct h2_conn *c, const uint8_t *p, size_t n);
 
 enum conn_verdict h2_run(struct conn_ctx *ctx)
 {
     struct h2_conn *c = h2_conn_new(ctx);
     return c ? h2_loop(c) : CONN_CLOSE;
+}
+
+enum conn_verdict h2_resume(struct conn_ctx *ctx, void *state)
+{
+    struct http_conn *hc = conn_state(ctx);
+    ssize_t got = conn_read(ctx, true);
+    if (got == -EAGAIN && conn_rest_put(ctx, state))
+        return CONN_KEEP; /* no bytes after all: at rest still */
+    struct h2_conn *c = got > 0 ? h2_unpack(ctx, state) : NULL;
+    if (!c) { /* the client's end, or out of memory */
+        h2_drop(conn_worker_state(ctx), state);
+        return CONN_CLOSE;
+    }
+    hc->h2 = c;
+    hc->mid_request = false;
+    if (coro_defer(ctx->coro, conn_free, c) < 0) {
+        conn_free(c);
+        return CONN_CLOSE;
+    }
+    if (!h2_wake(c)) {
+        h2_goaway_raw(c);
+        ctx->in_pos = ctx->in_len = 0; /* drained: see serve()'s end */
+        return CONN_LINGER;
+    }
+    conn_progress(ctx);
+    return serve(c, (const uint8_t *)ctx->in, (size_t)got);
 }
 
 /* The HTTP2-Settings field: base64url without padding (RFC 7540 3.2.1)
@@ -515,6 +543,13 @@ static enum conn_verdict h2_loop(struct h2_conn *c)
     /* what came with the preface */
     size_t n = ctx->in_len - ctx->in_pos;
     const uint8_t *p = (const uint8_t *)ctx->in + ctx->in_pos;
+    return serve(c, p, n);
+}
+
+/* The connection's loop, from input at p (n bytes). */
+static enum conn_verdict serve(struct h2_conn *c, const uint8_t *p, size_t n)
+{
+    struct conn_ctx *ctx = c->ctx;
     for (;;) {
         if (n) {
             h2_track_frames(c, p, n);
@@ -551,7 +586,21 @@ static enum conn_verdict h2_loop(struct h2_conn *c)
             else if (nghttp2_session_get_local_settings(c->s, NGHTTP2_SETTINGS_HEADER_TABLE_SIZE))
                 ; /* our table size 0 is not acknowledged yet */
             else if (h2_windows_kept(c)) {
+                /* the runtime wakes a connection at rest on an edge of its
+                 * socket: nothing may wait unread, in the socket or in
+                 * TLS's buffers (which an empty read frees) */
+                ssize_t got = conn_read(ctx, true);
+                if (got > 0) {
+                    conn_progress(ctx);
+                    n = (size_t)got;
+                    p = (const uint8_t *)ctx->in;
+                    continue;
+                }
+                if (got != -EAGAIN)
+                    break;
                 h2_rest(c);
+                if (h2_away(c))
+                    return CONN_KEEP; /* the context goes back to the pool */
                 conn_shed(ctx);
             } else
                 c->quiet = false, c->idle_tried = true;

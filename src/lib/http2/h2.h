@@ -30,6 +30,13 @@ bool h2_is_preface(const char *p, size_t len);
  * layer's; its settings come from the worker's http_config. */
 enum conn_verdict h2_run(struct conn_ctx *ctx);
 
+struct http_worker;
+/* A connection that rested without its context (rest.c: the runtime kept
+ * its state, conn_rest_put) got bytes: its run goes on from there. And
+ * one that closed at rest: its state freed. */
+enum conn_verdict h2_resume(struct conn_ctx *ctx, void *state);
+void h2_drop(struct http_worker *hw, void *state);
+
 struct http_head;
 /* An HTTP/1.1 request on a plain connection that asked for `Upgrade: h2c`
  * (its head in ctx->in, what follows it from in_pos): answers 101, then

@@ -16,6 +16,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <sys/mman.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,9 @@
 #define CLASSES   6 /* 64, 128, 256, 512, 1024, 2048 bytes with the header */
 #define MIN_SHIFT 6
 #define BIG       0xffu
+#define MAPPED    0xfeu
+#define MAP_MIN   4000u
+#define MAP_MAX   (64u * 1024)
 #define LIST_MAX  64
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -91,6 +95,16 @@ static void *block_malloc(size_t size, void *ud)
         lists.head[c] = b->next;
         lists.n[c]--;
         h = (struct hdr *)b;
+    } else if (LISTS_ON && size >= MAP_MIN && size <= MAP_MAX) {
+        /* a session's large buffers, kept for its life: mapped, so that
+         * they go back whole when it is deleted (at a rest), rather than
+         * leaving holes between the heap's live blocks */
+        void *m =
+            mmap(NULL, size + HDR, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED)
+            return NULL;
+        h = m;
+        c = MAPPED;
     } else {
         if (size > SIZE_MAX - HDR)
             return NULL;
@@ -110,6 +124,10 @@ static void block_free(void *p, void *ud)
         return;
     struct hdr *h = (struct hdr *)((char *)p - HDR);
     unsigned c = h->cls;
+    if (c == MAPPED) {
+        munmap(h, h->size + HDR);
+        return;
+    }
     if (c != BIG && lists.n[c] < LIST_MAX) {
         if (unlikely(!registered)) {
             pthread_once(&once, key_init);
@@ -141,7 +159,7 @@ static void *block_realloc(void *p, size_t size, void *ud)
     if (!p)
         return block_malloc(size, ud);
     struct hdr *h = (struct hdr *)((char *)p - HDR);
-    if (h->cls != BIG && size + HDR <= (size_t)1 << (MIN_SHIFT + h->cls)) {
+    if (h->cls < CLASSES && size + HDR <= (size_t)1 << (MIN_SHIFT + h->cls)) {
         h->size = size; /* it still fits its block */
         return p;
     }
@@ -239,4 +257,103 @@ void h2_stream_release(struct h2_stream *st)
         }
     }
     spare_free(st);
+}
+
+/* --- kept states of connections at rest ----------------------------------- */
+
+/* A slab: a mapping of SLAB_BYTES holding slots of one size, each slot a
+ * pointer to its slab and a struct h2_kept. A thread's slabs with a free
+ * slot are listed; one that empties is unmapped (a lone connection that
+ * rests and wakes maps and unmaps one each time: two system calls a
+ * second at most). A state is made and freed on its connection's worker
+ * thread. */
+#define SLAB_BYTES 16384
+
+struct slab {
+    struct slab *prev, *next; /* on the thread's list while it has a free slot */
+    void *free;               /* freed slots */
+    unsigned used, carved;    /* slots in use; slots handed out once */
+    bool listed;
+};
+
+struct slot {
+    struct slab *slab;
+    struct h2_kept k;
+};
+
+#define SLOTS ((SLAB_BYTES - sizeof(struct slab)) / sizeof(struct slot))
+
+static __thread struct slab *slabs;
+
+static struct slot *slot_at(struct slab *s, unsigned i)
+{
+    return (struct slot *)((char *)(s + 1) + i * sizeof(struct slot));
+}
+
+static void slab_link(struct slab *s)
+{
+    s->prev = NULL;
+    s->next = slabs;
+    if (slabs)
+        slabs->prev = s;
+    slabs = s;
+    s->listed = true;
+}
+
+static void slab_unlink(struct slab *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        slabs = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    s->listed = false;
+}
+
+struct h2_kept *h2_kept_new(void)
+{
+    if (!LISTS_ON)
+        return malloc(sizeof(struct h2_kept));
+    struct slab *s = slabs;
+    if (!s) {
+        void *m =
+            mmap(NULL, SLAB_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED)
+            return NULL;
+        s = m;
+        *s = (struct slab){0};
+        slab_link(s);
+    }
+    struct slot *sl;
+    if (s->free) {
+        sl = s->free;
+        s->free = *(void **)sl;
+    } else {
+        sl = slot_at(s, s->carved++);
+    }
+    sl->slab = s;
+    if (++s->used == SLOTS)
+        slab_unlink(s); /* full */
+    return &sl->k;
+}
+
+void h2_kept_del(struct h2_kept *k)
+{
+    if (!k)
+        return;
+    if (!LISTS_ON) {
+        free(k);
+        return;
+    }
+    struct slot *sl = (struct slot *)((char *)k - offsetof(struct slot, k));
+    struct slab *s = sl->slab;
+    *(void **)sl = s->free;
+    s->free = sl;
+    if (!s->listed)
+        slab_link(s);
+    if (--s->used)
+        return;
+    slab_unlink(s);
+    munmap(s, SLAB_BYTES);
 }

@@ -1,6 +1,7 @@
 /* rest.c - an idle HTTP/2 connection at rest, without its nghttp2
  * session, and its wake (h2.c's loop calls these; see the comment below
  * and ARCHITECTURE.md section 9). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/arena.h"
@@ -125,6 +126,75 @@ void h2_rest(struct h2_conn *c)
     hw->trim_wanted = true;
     conn_want_tick(c->ctx);
     http_metrics_begin(hw, HTTP_METRICS_H2_REST);
+}
+
+bool h2_away(struct h2_conn *c)
+{
+    struct conn_ctx *ctx = c->ctx;
+    struct h2_kept *k = h2_kept_new();
+    if (!k)
+        return false;
+    *k = (struct h2_kept){
+        .floor_id = c->floor_id,
+        .max_id = c->max_id,
+        .kept_window = c->kept_window,
+        .local_streams = c->local_streams,
+        .local_window = c->local_window,
+        .local_head = c->local_head,
+        .provoked_tokens = c->provoked_tokens,
+        .provoked_ms = c->provoked_ms,
+        .n_gaps = c->n_gaps,
+        .next_gap = c->next_gap,
+        .rfc9218 = c->rfc9218,
+    };
+    static_assert(sizeof(k->kept_settings) == sizeof(c->kept_settings), "kept settings");
+    static_assert(sizeof(k->gaps) == sizeof(c->gaps), "gaps");
+    memcpy(k->kept_settings, c->kept_settings, sizeof(k->kept_settings));
+    memcpy(k->gaps, c->gaps, sizeof(k->gaps));
+    if (!conn_rest_put(ctx, k)) {
+        h2_kept_del(k);
+        return false;
+    }
+    /* h2.c's conn_free(), the coroutine's defer, frees c: not as a close */
+    c->resting = false;
+    c->away = true;
+    return true;
+}
+
+struct h2_conn *h2_unpack(struct conn_ctx *ctx, struct h2_kept *k)
+{
+    struct h2_conn *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    *c = (struct h2_conn){
+        .ctx = ctx,
+        .cfg = ((const struct http_worker *)conn_worker_state(ctx))->cfg,
+        .use_sendfile = !conn_is_secure(ctx),
+        .provoked_tokens = k->provoked_tokens,
+        .provoked_ms = k->provoked_ms,
+        .max_id = k->max_id,
+        .n_gaps = k->n_gaps,
+        .next_gap = k->next_gap,
+        .rfc9218 = k->rfc9218,
+        .tbl0 = true,
+        .resting = true,
+        .floor_id = k->floor_id,
+        .local_streams = k->local_streams,
+        .local_window = k->local_window,
+        .local_head = k->local_head,
+        .kept_window = k->kept_window,
+    };
+    memcpy(c->kept_settings, k->kept_settings, sizeof(c->kept_settings));
+    memcpy(c->gaps, k->gaps, sizeof(c->gaps));
+    h2_kept_del(k);
+    return c;
+}
+
+void h2_drop(struct http_worker *hw, void *state)
+{
+    http_metrics_end(hw, HTTP_METRICS_H2_REST);
+    http_metrics_end(hw, HTTP_METRICS_H2_CONN);
+    h2_kept_del(state);
 }
 
 static size_t put_frame_hd(uint8_t *p, size_t len, uint8_t type, uint8_t flags)

@@ -74,6 +74,7 @@ struct h2_conn {
     bool idle_tried;  /* a rest was due but impossible: no timed wait until input */
     bool quiet;       /* idle for H2_REST_MS, and no stream began since */
     bool resting;     /* s was deleted by a rest (and not rebuilt yet) */
+    bool away;        /* freed at rest, its state kept by the runtime (h2_away) */
     int32_t floor_id; /* the client's stream ids up to this were used before a rebuild */
     /* our SETTINGS as first sent (a reload may free c->cfg's successor's
      * values, not these) */
@@ -196,6 +197,34 @@ bool h2_windows_kept(const struct h2_conn *c);
 bool h2_prepare_rest(struct h2_conn *c);
 /* The session goes; what rebuilds it stays. */
 void h2_rest(struct h2_conn *c);
+/* What a connection at rest without its context keeps (rest.c: h2_away()
+ * packs it from struct h2_conn, h2_resume() unpacks it): some 200 bytes,
+ * where the h2_conn is some 800. */
+struct h2_kept {
+    int32_t floor_id, max_id, kept_window;
+    uint32_t local_streams, local_window, local_head;
+    uint32_t kept_settings[9];
+    uint32_t provoked_tokens;
+    uint64_t provoked_ms;
+    unsigned n_gaps, next_gap;
+    struct {
+        int32_t lo, hi;
+    } gaps[8];
+    bool rfc9218;
+};
+/* After h2_rest(): the context goes too, the runtime keeping the
+ * connection's struct h2_kept for the fd (conn_rest_put); c is freed and
+ * run() returns CONN_KEEP. False when it cannot: the connection rests
+ * keeping its context. */
+bool h2_away(struct h2_conn *c);
+/* The h2_conn of a connection resumed from its kept state (freed), for
+ * ctx; NULL when out of memory. */
+struct h2_conn *h2_unpack(struct conn_ctx *ctx, struct h2_kept *k);
+/* h2mem.c: kept states come from slabs of their own, mapped per thread,
+ * so that the few bytes a connection keeps for hours never pin a page of
+ * the heap between other blocks (malloc_trim() could not give it back). */
+struct h2_kept *h2_kept_new(void);
+void h2_kept_del(struct h2_kept *k);
 /* A session as the last one was, for bytes that came (false: the
  * connection ends). */
 bool h2_wake(struct h2_conn *c);

@@ -45,6 +45,9 @@ enum conn_flags {
     /* not a connection's: a kept fd (conn_wait_fd_kept, conn_watch_idle)
      * registered for reading, edge-triggered, until closed */
     CONN_KEPT_READ = 1u << 4,
+    /* idle without a context, the protocol's state for it in the worker's
+     * rest table (conn_rest_put) */
+    CONN_AT_REST = 1u << 5,
 };
 
 struct conn {
@@ -143,6 +146,10 @@ struct conn_proto {
      * thread at its first wake-up in a later second after the protocol asked
      * with conn_want_tick(); an idle worker wakes for it. Optional. */
     void (*tick)(void *worker_state);
+    /* A connection at rest (conn_rest_put) closes without a context (the
+     * peer hung up, the keep-alive timeout, a stop): its state is handed
+     * back to be freed. Required of a protocol that puts one. */
+    void (*drop_rest)(void *worker_state, void *state);
 };
 
 struct conn_ctx;
@@ -477,6 +484,10 @@ struct conn_worker {
     struct conn *conns;         /* the process-wide table, indexed by fd */
     struct conn_peer *peers;    /* indexed by fd like conns, or NULL: not recorded */
     void *proto_state;          /* the protocol's per-worker slot */
+    /* indexed by fd, the state of a connection at rest (CONN_AT_REST);
+     * the worker's own mapping, its untouched pages cost nothing; NULL:
+     * no connection can rest */
+    void **rest;
 };
 
 static inline struct conn_worker *conn_worker_of(const struct conn_ctx *ctx)
@@ -548,6 +559,36 @@ static inline void conn_set_peer(struct conn_ctx *ctx, const struct conn_peer *p
     struct conn_worker *w = conn_worker_of(ctx);
     if (w->peers)
         w->peers[ctx->fd] = *peer;
+}
+/* An idle connection that keeps protocol state between requests (an
+ * HTTP/2 connection's settings and stream ids) can still give its context
+ * back, as an HTTP/1.1 one does: run() puts a state here (one allocation
+ * of the protocol's) and returns CONN_KEEP. The connection then costs its
+ * table entries and that state. The next run() for it (not fresh) takes
+ * the state back with conn_rest_take(); one that closes before then
+ * hands it to conn_proto.drop_rest. False when the worker has no table
+ * for it: the protocol keeps its context. */
+static inline bool conn_rest_put(struct conn_ctx *ctx, void *state)
+{
+    struct conn_worker *w = conn_worker_of(ctx);
+    if (!w->rest)
+        return false;
+    w->rest[ctx->fd] = state;
+    w->conns[ctx->fd].flags |= CONN_AT_REST;
+    return true;
+}
+/* The state conn_rest_put() kept for the connection, now the protocol's
+ * again, or NULL when it has none. */
+static inline void *conn_rest_take(struct conn_ctx *ctx)
+{
+    struct conn_worker *w = conn_worker_of(ctx);
+    struct conn *c = &w->conns[ctx->fd];
+    if (!(c->flags & CONN_AT_REST))
+        return NULL;
+    c->flags &= (uint16_t)~CONN_AT_REST;
+    void *state = w->rest[ctx->fd];
+    w->rest[ctx->fd] = NULL;
+    return state;
 }
 /* UTC seconds as of the worker's last wake-up (no system call). */
 static inline time_t conn_wall_time(const struct conn_ctx *ctx)

@@ -227,6 +227,10 @@ static void conn_cut(struct worker *w, int fd, enum conn_cut why)
         coro_reset(ctx->coro, conn_coro_main, ctx);
         ctx_put(w, ctx);
     }
+    if (unlikely(c->flags & CONN_AT_REST)) {
+        w->cfg->proto->drop_rest(w->view.proto_state, w->view.rest[fd]);
+        w->view.rest[fd] = NULL;
+    }
     if (unlikely(c->tls)) {
         tls_free(c->tls);
         c->tls = NULL;

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -66,6 +67,13 @@ int worker_new(struct worker **out, const struct worker_cfg *cfg, unsigned idx, 
             goto fail;
         }
     }
+    /* the rest table: mapped, so only the pages of fds that rested cost
+     * memory; without it no connection rests (conn_rest_put says so) */
+    if (cfg->proto->drop_rest) {
+        void *t = mmap(NULL, (size_t)max_fds * sizeof(void *), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        w->view.rest = t == MAP_FAILED ? NULL : t;
+    }
     /* the listening sockets are the worker's from here on */
     w->listen_fds = listen_fds;
     w->n_listen = n_listen;
@@ -117,6 +125,8 @@ void worker_free(struct worker *w)
         if (w->listen_fds[i] >= 0)
             close(w->listen_fds[i]);
     free(w->listen_fds);
+    if (w->view.rest)
+        munmap(w->view.rest, (size_t)w->max_fds * sizeof(void *));
     if (w->epfd >= 0)
         close(w->epfd);
     if (w->wake_fd >= 0)

@@ -461,6 +461,8 @@ void server_finish_http(struct colibri_server *s, const struct colibri_server *s
     }
     s->http.h2_run = h2_run;
     s->http.h2_upgrade = h2_upgrade;
+    s->http.h2_resume = h2_resume;
+    s->http.h2_drop = h2_drop;
     s->http.h2c_upgrade = any_h2c_up ? h2c_up : NULL;
     s->http.http2_off = any_h2_off ? h2_off : NULL;
     /* NULL: no listener wants PROXY headers, and run() need not ask */
