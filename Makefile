@@ -94,9 +94,13 @@ unit: build asan
 	cd $(BUILD) && ctest --output-on-failure
 	cd $(ASAN_BUILD) && ctest --output-on-failure
 
+# The suite runs whole and one test at a time on the Release build; on the
+# ASan build two at a time (pytest-xdist: about 4 minutes instead of 7.5),
+# without the tests that bound a time (TIMED_TESTS, below), which two
+# suites sharing two cores would measure instead of the server.
 blackbox: build asan test-deps
 	COLIBRI_BIN=$(BUILD)/colibri $(VENV)/bin/pytest -q tests/http
-	COLIBRI_BIN=$(ASAN_BUILD)/colibri $(VENV)/bin/pytest -q tests/http
+	COLIBRI_BIN=$(ASAN_BUILD)/colibri $(VENV)/bin/pytest -q -n 2 tests/http $(TIMED_DESELECT)
 
 # Fault injection (tests/fault): a -O1 build without sanitizers (ASan owns
 # malloc) and an LD_PRELOAD library; every call site of malloc & co, open,
@@ -203,31 +207,59 @@ MEMCHECK_WRAPPER = valgrind --tool=memcheck --error-exitcode=99 --leak-check=ful
     --fair-sched=yes --suppressions=$(CURDIR)/tests/valgrind.supp --log-file={log}
 MEMCHECK_SCALE ?= 4
 MEMCHECK_TESTS ?= tests/http
-# Left out under valgrind (20-50 times slower), each for a bound on time that
-# the other runs of the suite check: p99 under 100 ms with 1,000 slowloris
-# clients; a never-reading client's fd looked for 0.3 s after its request;
-# /hello under 100 ms beside a one-byte-a-second reader; the access log
-# flushed within 1.5 s; a failed reload's error lines read 50 ms after the first one; two answers
-# within 50 ms behind a waiting handler. And test_sandbox.py whole: valgrind
-# implements neither Landlock (ENOSYS) nor seccomp's TSYNC attribute
-# (EOPNOTSUPP), so a sandboxed server cannot start under it. The gateway's
-# tests that time an upstream against the server (504 after 500 ms, health
-# checks every 200 ms, events and PHP's flush() seen within 300 ms, a
-# tunnel's idle end, least_conn while a request is slow, a pool returned
-# within 500 ms) or move 2 x 96 MiB (minutes under valgrind) are out too;
-# their paths are covered by the other proxy and FastCGI tests. test_h2spec.py:
-# h2spec gives each of its 146 cases 2 s, which valgrind's pace turns into
-# false failures. test_http2_data.py's TLS cases move 20 MiB files through
-# OpenSSL several times and its many-connections case 600 answers with 1 MiB
-# files (minutes under valgrind); its h2c cases (sendfile) stay. For time
-# (CI's 60 minutes), runs whose code other memchecked runs cover: the
-# browser tests (Chromium's pages drive the same h2 and WebSocket paths
-# as test_http2/test_h2_suite/test_websocket), test_h2_suite's TLS half
-# (its h2c half and test_http2's TLS cases stay), 100 compressed 15 MiB
-# WebSocket messages (an RSS bound; test_websocket's deflate cases stay)
-# and the second instance of the shared ticket key test (test_ticket_key_
-# rotation stays).
-MEMCHECK_DESELECT = \
+# Tests that bound a time, which the Release run checks one at a time:
+# p99 under 100 ms with 1,000 slowloris clients; a never-reading client's
+# fd looked for 0.3 s after its request; /hello under 100 ms beside a
+# one-byte-a-second reader; the access log flushed within 1.5 s; a failed
+# reload's error lines read 50 ms after the first one; two answers within
+# 50 ms behind a waiting handler (and a wake within 50 ms); limits and a
+# slow hash timed under load; the gateway's tests that time an upstream
+# against the server (504 after 500 ms, health checks every 200 ms, events
+# and PHP's flush() seen within 300 ms, least_conn while a request is slow,
+# a pool returned within 500 ms). Left out of the runs that share the
+# cores (ASan, two at a time) or run 20-50 times slower (valgrind).
+TIMED_TESTS = \
+    test_hostile.py::test_slowloris_does_not_starve_others_and_gets_408 \
+    test_hostile.py::test_a_client_that_never_reads_is_timed_out \
+    test_hostile.py::test_a_one_byte_a_second_reader_does_not_hold_the_worker \
+    test_logs.py::test_access_log_flushes_idle_server_within_1_5s \
+    "test_reload.py::test_bad_reload_logs_the_errors_and_the_old_config_serves[several]" \
+    test_wait.py::test_hello_and_file_fast_behind_a_waiting_stream \
+    test_wait.py::test_1000_streams_on_one_thread_and_hello_within_50ms \
+    test_wait.py::test_wait_fd_woken_by_another_handler \
+    test_rules.py::test_limit_holds_across_workers_under_load \
+    test_rules.py::test_limit_key_header_and_distinct_keys_stay_bounded \
+    test_rules.py::test_auth_slow_hash_is_paid_once_per_client \
+    test_proxy.py::test_slow_upstream_gives_504 \
+    test_proxy.py::test_all_servers_down_gives_502_at_once \
+    test_proxy.py::test_active_health_check \
+    test_proxy.py::test_least_conn \
+    test_proxy.py::test_server_sent_events_stream_without_delay \
+    test_proxy.py::test_a_client_that_stops_reading_frees_the_upstream \
+    test_fastcgi.py::test_streamed_output \
+    test_fastcgi.py::test_fpm_down_and_slow
+TIMED_DESELECT = $(addprefix --deselect tests/http/,$(TIMED_TESTS))
+
+# Left out under valgrind (20-50 times slower), besides TIMED_TESTS:
+# test_sandbox.py whole: valgrind implements neither Landlock (ENOSYS) nor
+# seccomp's TSYNC attribute (EOPNOTSUPP), so a sandboxed server cannot
+# start under it. Tests that move 2 x 96 MiB through the gateway or a
+# tunnel's idle end, a WebSocket through the proxy and a buffered answer
+# (minutes under valgrind; their paths are covered by the other proxy and
+# FastCGI tests). test_h2spec.py: h2spec gives each of its 146 cases 2 s,
+# which valgrind's pace turns into false failures. test_http2_data.py's
+# TLS cases move 20 MiB files through OpenSSL several times and its
+# many-connections case 600 answers with 1 MiB files (minutes under
+# valgrind); its h2c cases (sendfile) stay. For time, runs whose code
+# other memchecked runs cover: the browser tests (Chromium's pages drive
+# the same h2 and WebSocket paths as test_http2/test_h2_suite/
+# test_websocket), test_h2_suite's TLS half (its h2c half and
+# test_http2's TLS cases stay), 100 compressed 15 MiB WebSocket messages
+# (an RSS bound; test_websocket's deflate cases stay) and the second
+# instance of the shared ticket key test (test_ticket_key_rotation stays).
+# Two tests at a time (pytest-xdist): valgrind runs a server's threads one
+# at a time, so two suites fill two cores (16 minutes instead of 27).
+MEMCHECK_DESELECT = $(TIMED_DESELECT) \
     --deselect tests/http/test_browser_h2.py \
     --deselect tests/http/test_browser_h2_websocket.py \
     --deselect tests/http/test_browser_chat.py \
@@ -246,30 +278,12 @@ MEMCHECK_DESELECT = \
     --deselect tests/http/test_h2spec.py \
     --deselect tests/http/test_h2_rest.py::test_many_connections_rest_then_wake \
     --deselect tests/http/test_h2_rest.py::test_chromium_connection_rests_and_wakes \
-    --deselect tests/http/test_hostile.py::test_slowloris_does_not_starve_others_and_gets_408 \
-    --deselect tests/http/test_hostile.py::test_a_client_that_never_reads_is_timed_out \
-    --deselect tests/http/test_hostile.py::test_a_one_byte_a_second_reader_does_not_hold_the_worker \
-    --deselect tests/http/test_logs.py::test_access_log_flushes_idle_server_within_1_5s \
-    --deselect "tests/http/test_reload.py::test_bad_reload_logs_the_errors_and_the_old_config_serves[several]" \
-    --deselect tests/http/test_wait.py::test_hello_and_file_fast_behind_a_waiting_stream \
-    --deselect tests/http/test_wait.py::test_wait_fd_woken_by_another_handler \
-    --deselect tests/http/test_rules.py::test_limit_holds_across_workers_under_load \
-    --deselect tests/http/test_rules.py::test_limit_key_header_and_distinct_keys_stay_bounded \
-    --deselect tests/http/test_rules.py::test_auth_slow_hash_is_paid_once_per_client \
     --deselect tests/http/test_proxy.py::test_under_the_sandbox \
     --deselect tests/http/test_proxy.py::test_reload_cannot_widen_the_sandbox \
     --deselect tests/http/test_proxy_tls.py::test_under_the_sandbox \
     --deselect tests/http/test_proxy.py::test_large_upload_and_download_bounded_memory \
-    --deselect tests/http/test_proxy.py::test_slow_upstream_gives_504 \
-    --deselect tests/http/test_proxy.py::test_all_servers_down_gives_502_at_once \
-    --deselect tests/http/test_proxy.py::test_active_health_check \
-    --deselect tests/http/test_proxy.py::test_least_conn \
-    --deselect tests/http/test_proxy.py::test_server_sent_events_stream_without_delay \
     --deselect tests/http/test_proxy.py::test_websocket_through_the_proxy \
-    --deselect tests/http/test_proxy.py::test_buffer_response \
-    --deselect tests/http/test_proxy.py::test_a_client_that_stops_reading_frees_the_upstream \
-    --deselect tests/http/test_fastcgi.py::test_streamed_output \
-    --deselect tests/http/test_fastcgi.py::test_fpm_down_and_slow
+    --deselect tests/http/test_proxy.py::test_buffer_response
 
 $(MEMCHECK_BUILD)/build.ninja:
 	cmake -S . -B $(MEMCHECK_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -279,7 +293,7 @@ check-memcheck: test-deps $(MEMCHECK_BUILD)/build.ninja
 	@scripts/deps.sh check
 	cmake --build $(MEMCHECK_BUILD)
 	COLIBRI_BIN=$(MEMCHECK_BUILD)/colibri COLIBRI_WRAPPER="$(MEMCHECK_WRAPPER)" \
-	    COLIBRI_TIME_SCALE=$(MEMCHECK_SCALE) $(VENV)/bin/pytest -q -rs $(MEMCHECK_TESTS) \
+	    COLIBRI_TIME_SCALE=$(MEMCHECK_SCALE) $(VENV)/bin/pytest -q -rs -n 2 $(MEMCHECK_TESTS) \
 	    $(MEMCHECK_DESELECT)
 
 # 10 minutes of mixed load on the ASan build, RSS sampled every 10 s
