@@ -6,11 +6,8 @@
  * It answers /greet?who=NAME with a greeting and /time with the time, and
  * stops cleanly on Ctrl-C. */
 #include <colibri.h>
-#include <signal.h>
 #include <stdio.h>
 #include <time.h>
-
-static struct colibri_server *server;
 
 static int greet(struct colibri_request *req, struct colibri_response *resp, void *data)
 {
@@ -31,20 +28,14 @@ static int now(struct colibri_request *req, struct colibri_response *resp, void 
     return 200;
 }
 
-static void stop(int sig)
-{
-    (void)sig;
-    colibri_server_shutdown(server);
-}
-
 int main(int argc, char **argv)
 {
-    char err[256];
+    char err[256] = "";
     static const struct colibri_handler handlers[] = {
         {.name = "greet", .fn = greet},
         {.name = "time", .fn = now},
     };
-    server = colibri_server_new();
+    struct colibri_server *server = colibri_server_new();
     if (!server)
         return 1;
     for (unsigned i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++)
@@ -55,9 +46,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "hello: %s\n", err);
         return 1;
     }
-    signal(SIGINT, stop);
-    signal(SIGTERM, stop);
-    int r = colibri_server_run(server, err, sizeof(err));
+    /* SIGINT and SIGTERM: a graceful stop, read by the server's control
+     * thread (no handler) */
+    int r = colibri_server_take_signals(server, err, sizeof(err));
+    if (!r)
+        r = colibri_server_run(server, err, sizeof(err));
     if (r)
         fprintf(stderr, "hello: %s\n", err);
     colibri_server_free(server);
