@@ -105,5 +105,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     while (c.streams)
         h2_stream_free(c.streams);
     nghttp2_session_del(c.s);
+    h2_heap_release(&c.heap);
     return 0;
 }

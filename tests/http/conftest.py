@@ -20,6 +20,7 @@ default waits of rawhttp and wsclient, for a wrapper that slows the server
 down."""
 
 import os
+import random
 import re
 import shlex
 import signal
@@ -71,9 +72,30 @@ def colibri_tpl_bin():
     return colibri_bin().parent / "colibri-tpl"
 
 
+# Ports for the tests' servers: below the kernel's ephemeral range
+# (ip_local_port_range, 32768-60999 by default), so that no client socket's
+# own port can take one between free_port() and the server's bind(), and
+# split between pytest-xdist's workers (two at a time in the ASan and
+# valgrind runs), so that two workers never choose the same one.
+PORTS_LO, PORTS_HI = 10000, 32000
+
+
 def free_port(host="127.0.0.1"):
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1))
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    span = (PORTS_HI - PORTS_LO) // count
+    lo = PORTS_LO + (index % count) * span
+    for _ in range(100):  # bounded: a port taken (or in TIME_WAIT) is skipped
+        port = lo + random.randrange(span)
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
+    with socket.socket(family, socket.SOCK_STREAM) as s:  # the kernel's choice
         s.bind((host, 0))
         return s.getsockname()[1]
 

@@ -246,8 +246,11 @@ static nghttp2_session *session_new(struct h2_conn *c, bool rebuilt)
     /* a session rebuilt after a rest: the client's preface came long ago */
     if (rebuilt)
         nghttp2_option_set_no_recv_client_magic(opt, 1);
-    if (nghttp2_session_server_new3(&s, cb, c, opt, &h2_mem))
+    h2_heap_mem(&c->heap, &c->mem); /* nghttp2 keeps a copy */
+    if (nghttp2_session_server_new3(&s, cb, c, opt, &c->mem)) {
         s = NULL;
+        h2_heap_release(&c->heap);
+    }
     nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cb);
     return s;
@@ -296,15 +299,16 @@ static void conn_free(void *arg)
     /* the streams' sub-contexts went first (conn_cut, or h2_run's end) */
     while (c->streams)
         h2_stream_free(c->streams);
-    if (c->s)
+    if (c->s) {
         nghttp2_session_del(c->s);
-    else if (c->resting)
+        h2_heap_release(&c->heap);
+    } else if (c->resting)
         http_metrics_end(conn_worker_state(c->ctx), HTTP_METRICS_H2_REST);
     struct http_conn *hc = conn_state(c->ctx);
     hc->h2 = NULL;
     if (!c->away) /* at rest without its context, it is still open */
         http_metrics_end(conn_worker_state(c->ctx), HTTP_METRICS_H2_CONN);
-    free(c);
+    h2_conn_release(c);
 }
 
 /* The connection's HTTP/2 state and its SETTINGS queued; NULL when that
@@ -315,7 +319,7 @@ static struct h2_conn *h2_conn_new(struct conn_ctx *ctx)
     struct http_worker *hw = conn_worker_state(ctx);
     const struct http_config *cfg = hw->cfg;
     hc->mid_request = false;
-    struct h2_conn *c = calloc(1, sizeof(*c));
+    struct h2_conn *c = h2_conn_alloc();
     if (!c)
         return NULL;
     c->ctx = ctx;
@@ -325,7 +329,7 @@ static struct h2_conn *h2_conn_new(struct conn_ctx *ctx)
     c->provoked_ms = conn_now_ms(ctx);
     c->magic_left = H2_PREFACE_LEN;
     if (!(c->s = h2_session_new(c))) {
-        free(c);
+        h2_conn_release(c);
         return NULL;
     }
     hc->h2 = c;

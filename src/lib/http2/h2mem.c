@@ -1,42 +1,48 @@
-/* h2mem.c - HTTP/2's memory kept for reuse: a worker's spare streams, and
- * the allocator colibri gives nghttp2: per-thread lists of freed
- * small blocks by size class, so that the stream objects, outbound items
- * and header copies nghttp2 makes and frees for every request come back
- * from a list instead of from malloc (about 12 malloc/free calls a
- * request on h2c /hello: bench/RESULTS.md, session 9).
+/* h2mem.c - HTTP/2's memory: each session's own small heap, a worker's
+ * spare streams, and the slabs of the states connections at rest keep.
  *
- * Each block carries a 16-byte header: its class (or BIG) and the size
- * asked, which realloc needs. A session and its streams live on one
- * worker thread, so the lists need no lock; a block freed on another
- * thread (a server freed from the main thread) joins that thread's lists,
- * which is as good. A list keeps at most LIST_MAX blocks; a thread's lists
- * are freed when it ends. Under ASan every call goes to malloc and free, so
- * that a use after free inside nghttp2 is still seen. */
+ * A session's heap. nghttp2 allocates through the nghttp2_mem it is
+ * given; each session gets one whose blocks come from mappings of its
+ * own (HEAP_CHUNK bytes, carved by size class, a freed block kept on the
+ * session's list of its class), so that the stream objects, outbound
+ * items and header copies it makes and frees for every request cost no
+ * malloc call (about 12 a request on h2c /hello before: bench/RESULTS.md,
+ * session 9), and so that deleting the session (a rest, a close) gives
+ * every page back at once: its blocks never sit between other
+ * connections' in the heap, where freed they would leave holes that
+ * malloc_trim cannot return (bench/RESULTS.md, session 10). Blocks above
+ * the largest class are mapped alone up to MAP_MAX (the session's 16 KiB
+ * frame buffer), malloc()ed beyond. A session lives on one thread: no
+ * lock. Each block carries a 16-byte header: its class (HEAP | class,
+ * MAPPED or BIG) and the size asked, which realloc needs. Under ASan
+ * every block is malloc()ed, so that a use after free inside nghttp2 is
+ * still seen. */
 #include "http2/stream.h"
 
 #include <pthread.h>
 #include <stdbool.h>
-#include <sys/mman.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "base/common.h"
 
-#define HDR       16u
-#define CLASSES   6 /* 64, 128, 256, 512, 1024, 2048 bytes with the header */
-#define MIN_SHIFT 6
-#define BIG       0xffu
-#define MAPPED    0xfeu
-#define MAP_MIN   4000u
-#define MAP_MAX   (64u * 1024)
-#define LIST_MAX  64
+#define HDR        16u
+#define MIN_SHIFT  6 /* classes: 64, 128, ..., 4096 bytes with the header */
+#define HEAP       0x80u
+#define BIG        0xffu
+#define MAPPED     0xfeu
+#define MAP_MAX    (64u * 1024)
+#define HEAP_CHUNK (16u * 1024)
 
 #if defined(__SANITIZE_ADDRESS__)
-#define LISTS_ON 0
+#define HEAP_ON 0
 #else
-#define LISTS_ON 1
+#define HEAP_ON 1
 #endif
+
+static_assert(HDR + sizeof(void *) <= 64, "a free block holds its link");
 
 struct hdr {
     uint32_t cls;
@@ -44,139 +50,150 @@ struct hdr {
     size_t size;
 };
 
-struct free_block {
-    struct free_block *next;
-};
-
-struct lists {
-    struct free_block *head[CLASSES];
-    unsigned n[CLASSES];
-};
-
-static __thread struct lists lists;
-static __thread bool registered;
-static pthread_key_t key;
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-static void lists_free(void *arg)
+static unsigned class_of(size_t total)
 {
-    struct lists *l = arg;
-    for (unsigned c = 0; c < CLASSES; c++)
-        while (l->head[c]) {
-            struct free_block *b = l->head[c];
-            l->head[c] = b->next;
-            free(b);
-        }
-    memset(l, 0, sizeof(*l));
-}
-
-static void key_init(void)
-{
-    if (pthread_key_create(&key, lists_free))
-        key = (pthread_key_t)-1;
-}
-
-static unsigned class_of(size_t size)
-{
-    size_t total = size + HDR;
-    for (unsigned c = 0; c < CLASSES; c++)
+    for (unsigned c = 0; c < H2_HEAP_CLASSES; c++)
         if (total <= (size_t)1 << (MIN_SHIFT + c))
             return c;
     return BIG;
 }
 
-static void *block_malloc(size_t size, void *ud)
+/* A block too large for a class: mapped alone, or malloc()ed. */
+static struct hdr *big_alloc(size_t size)
 {
-    (void)ud;
-    unsigned c = LISTS_ON ? class_of(size) : BIG;
+    if (size > SIZE_MAX - HDR)
+        return NULL;
     struct hdr *h;
-    if (c != BIG && lists.head[c]) {
-        struct free_block *b = lists.head[c];
-        lists.head[c] = b->next;
-        lists.n[c]--;
-        h = (struct hdr *)b;
-    } else if (LISTS_ON && size >= MAP_MIN && size <= MAP_MAX) {
-        /* a session's large buffers, kept for its life: mapped, so that
-         * they go back whole when it is deleted (at a rest), rather than
-         * leaving holes between the heap's live blocks */
+    if (HEAP_ON && size <= MAP_MAX) {
         void *m =
             mmap(NULL, size + HDR, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED)
             return NULL;
         h = m;
-        c = MAPPED;
+        h->cls = MAPPED;
     } else {
-        if (size > SIZE_MAX - HDR)
+        if (!(h = malloc(size + HDR)))
             return NULL;
-        h = malloc(c == BIG ? size + HDR : (size_t)1 << (MIN_SHIFT + c));
-        if (!h)
-            return NULL;
+        h->cls = BIG;
     }
-    h->cls = c;
+    return h;
+}
+
+static void *heap_malloc(size_t size, void *ud)
+{
+    struct h2_heap *hp = ud;
+    unsigned c = HEAP_ON && size <= SIZE_MAX - HDR ? class_of(size + HDR) : BIG;
+    struct hdr *h;
+    if (c == BIG) {
+        if (!(h = big_alloc(size)))
+            return NULL;
+    } else if (hp->free[c]) {
+        h = hp->free[c];
+        hp->free[c] = *(void **)((char *)h + HDR);
+        h->cls = HEAP | c;
+    } else {
+        size_t sz = (size_t)1 << (MIN_SHIFT + c);
+        if (hp->left < sz) {
+            void *m =
+                mmap(NULL, HEAP_CHUNK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (m == MAP_FAILED)
+                return NULL;
+            *(void **)m = hp->chunks; /* the chunk's first 16 bytes: its link */
+            hp->chunks = m;
+            hp->bump = (char *)m + 16;
+            hp->left = HEAP_CHUNK - 16;
+        }
+        h = (struct hdr *)hp->bump;
+        hp->bump += sz;
+        hp->left -= sz;
+        h->cls = HEAP | c;
+    }
     h->size = size;
     return (char *)h + HDR;
 }
 
-static void block_free(void *p, void *ud)
+static void heap_free(void *p, void *ud)
 {
-    (void)ud;
+    struct h2_heap *hp = ud;
     if (!p)
         return;
     struct hdr *h = (struct hdr *)((char *)p - HDR);
-    unsigned c = h->cls;
-    if (c == MAPPED) {
+    if (h->cls & HEAP && h->cls != BIG && h->cls != MAPPED) {
+        unsigned c = h->cls & ~HEAP;
+        *(void **)p = hp->free[c];
+        hp->free[c] = h;
+    } else if (h->cls == MAPPED) {
         munmap(h, h->size + HDR);
-        return;
+    } else {
+        free(h);
     }
-    if (c != BIG && lists.n[c] < LIST_MAX) {
-        if (unlikely(!registered)) {
-            pthread_once(&once, key_init);
-            registered = key != (pthread_key_t)-1 && !pthread_setspecific(key, &lists);
-        }
-        if (likely(registered)) {
-            struct free_block *b = (struct free_block *)h;
-            b->next = lists.head[c];
-            lists.head[c] = b;
-            lists.n[c]++;
-            return;
-        }
-    }
-    free(h);
 }
 
-static void *block_calloc(size_t n, size_t size, void *ud)
+static void *heap_calloc(size_t n, size_t size, void *ud)
 {
     if (size && n > SIZE_MAX / size)
         return NULL;
-    void *p = block_malloc(n * size, ud);
+    void *p = heap_malloc(n * size, ud);
     if (p)
         memset(p, 0, n * size);
     return p;
 }
 
-static void *block_realloc(void *p, size_t size, void *ud)
+static void *heap_realloc(void *p, size_t size, void *ud)
 {
     if (!p)
-        return block_malloc(size, ud);
+        return heap_malloc(size, ud);
     struct hdr *h = (struct hdr *)((char *)p - HDR);
-    if (h->cls < CLASSES && size + HDR <= (size_t)1 << (MIN_SHIFT + h->cls)) {
+    if (h->cls & HEAP && h->cls != BIG && h->cls != MAPPED &&
+        size + HDR <= (size_t)1 << (MIN_SHIFT + (h->cls & ~HEAP))) {
         h->size = size; /* it still fits its block */
         return p;
     }
-    void *q = block_malloc(size, ud);
+    void *q = heap_malloc(size, ud);
     if (!q)
         return NULL;
     memcpy(q, p, MIN(h->size, size));
-    block_free(p, ud);
+    heap_free(p, ud);
     return q;
 }
 
-nghttp2_mem h2_mem = {
-    .malloc = block_malloc,
-    .free = block_free,
-    .calloc = block_calloc,
-    .realloc = block_realloc,
-};
+void h2_heap_mem(struct h2_heap *hp, nghttp2_mem *mem)
+{
+    *mem = (nghttp2_mem){
+        .mem_user_data = hp,
+        .malloc = heap_malloc,
+        .free = heap_free,
+        .calloc = heap_calloc,
+        .realloc = heap_realloc,
+    };
+}
+
+void h2_heap_release(struct h2_heap *hp)
+{
+    for (void *m = hp->chunks, *next; m; m = next) {
+        next = *(void **)m;
+        munmap(m, HEAP_CHUNK);
+    }
+    *hp = (struct h2_heap){0};
+}
+
+#define CONN_PAGES ((sizeof(struct h2_conn) + 4095) & ~(size_t)4095)
+
+struct h2_conn *h2_conn_alloc(void)
+{
+    if (!HEAP_ON)
+        return calloc(1, sizeof(struct h2_conn));
+    void *m = mmap(NULL, CONN_PAGES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return m == MAP_FAILED ? NULL : m; /* zeroed */
+}
+
+void h2_conn_release(struct h2_conn *c)
+{
+    if (!HEAP_ON)
+        free(c);
+    else if (c)
+        munmap(c, CONN_PAGES);
+}
 
 /* --- spare streams ------------------------------------------------------- */
 
@@ -313,7 +330,7 @@ static void slab_unlink(struct slab *s)
 
 struct h2_kept *h2_kept_new(void)
 {
-    if (!LISTS_ON)
+    if (!HEAP_ON)
         return malloc(sizeof(struct h2_kept));
     struct slab *s = slabs;
     if (!s) {
@@ -342,7 +359,7 @@ void h2_kept_del(struct h2_kept *k)
 {
     if (!k)
         return;
-    if (!LISTS_ON) {
+    if (!HEAP_ON) {
         free(k);
         return;
     }

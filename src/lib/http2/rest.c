@@ -110,6 +110,7 @@ void h2_rest(struct h2_conn *c)
     c->kept_window = nghttp2_session_get_remote_window_size(s) - (int32_t)c->send_debt;
     c->floor_id = MAX(c->max_id, nghttp2_session_get_last_proc_stream_id(s));
     nghttp2_session_del(s);
+    h2_heap_release(&c->heap); /* every page of the session at once */
     c->s = NULL;
     c->resting = true;
     c->quiet = false;
@@ -163,7 +164,7 @@ bool h2_away(struct h2_conn *c)
 
 struct h2_conn *h2_unpack(struct conn_ctx *ctx, struct h2_kept *k)
 {
-    struct h2_conn *c = calloc(1, sizeof(*c));
+    struct h2_conn *c = h2_conn_alloc();
     if (!c)
         return NULL;
     *c = (struct h2_conn){
@@ -308,6 +309,7 @@ bool h2_wake(struct h2_conn *c)
 fail:
     LOG_LIMITED(LOG_WARN, "http2: a connection's session could not be rebuilt: closed");
     nghttp2_session_del(s);
+    h2_heap_release(&c->heap);
     c->s = NULL;
     return false;
 }

@@ -28,9 +28,19 @@ struct h2_file_part {
 };
 #define H2_FILE_PARTS 16
 
+#define H2_HEAP_CLASSES 7
+struct h2_heap {
+    void *chunks; /* mapped, linked through their first word */
+    char *bump;   /* the newest chunk's part not carved yet */
+    size_t left;
+    void *free[H2_HEAP_CLASSES]; /* freed blocks by class */
+};
+
 /* A connection's HTTP/2 state (in its struct http_conn, hc->h2). */
 struct h2_conn {
     nghttp2_session *s;
+    struct h2_heap heap; /* s's memory */
+    nghttp2_mem mem;
     struct conn_ctx *ctx; /* the connection's own */
     const struct http_config *cfg;
     struct h2_stream *streams; /* every stream not freed yet */
@@ -176,9 +186,15 @@ int h2_build_head(struct h2_stream *st, struct arena *ar, struct http_head *h);
 
 /* A server session whose callbacks collect c's streams (h2.c); NULL when
  * out of memory. Used by h2_run(), and by the fuzz target alone. */
-/* The allocator every session is made with (h2mem.c): per-thread lists
- * of small blocks. */
-extern nghttp2_mem h2_mem;
+/* h2mem.c: a session's own heap (its nghttp2_mem, h2_heap_mem()), whose
+ * pages all go back when the session is deleted (h2_heap_release(), after
+ * nghttp2_session_del()). */
+void h2_heap_mem(struct h2_heap *hp, nghttp2_mem *mem);
+void h2_heap_release(struct h2_heap *hp);
+/* A zeroed struct h2_conn, and its end: mapped pages of their own, for
+ * the same reason (it is freed when the connection rests). */
+struct h2_conn *h2_conn_alloc(void);
+void h2_conn_release(struct h2_conn *c);
 nghttp2_session *h2_session_new(struct h2_conn *c);
 /* The same for a connection waking from a rest (no client preface). */
 nghttp2_session *h2_session_rebuild(struct h2_conn *c);

@@ -6,8 +6,8 @@
  *
  * A program that lets the server take its signals
  * (colibri_server_take_signals) has no handler at all: the signals stay
- * blocked in every thread and this thread reads them from a signalfd, as
- * plain data. Nothing then runs at an arbitrary point of another thread,
+ * blocked in every thread and this thread takes them when its signalfd
+ * says some are pending, as plain data. Nothing then runs at an arbitrary point of another thread,
  * and a signal sent before the server runs waits in the kernel instead
  * of being lost. */
 #include <errno.h>
@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/err.h"
@@ -60,24 +61,30 @@ int control_open_signals(struct colibri_server *srv, char *err, size_t errlen)
     return 0;
 }
 
-/* Every signal waiting on the signalfd, as the handlers of a program
- * would take them. */
-static void read_signals(struct colibri_server *srv)
+/* Every signal pending, as the handlers of a program would take them.
+ * The signalfd only says that some are (poll): sigtimedwait() takes them
+ * without a buffer to read, so no failed read can leave one behind to
+ * wake the thread again and again. */
+static void take_signals(struct colibri_server *srv)
 {
-    struct signalfd_siginfo si[8];
-    ssize_t k;
-    while ((k = read(srv->sig_fd, si, sizeof(si))) > 0)
-        for (size_t i = 0; i < (size_t)k / sizeof(si[0]); i++)
-            switch (si[i].ssi_signo) {
-            case SIGHUP:
-                atomic_store(&srv->want_reload, true);
-                break;
-            case SIGUSR1:
-                atomic_store(&srv->want_reopen, true);
-                break;
-            default: /* SIGINT, SIGTERM */
-                colibri_server_shutdown(srv);
-            }
+    sigset_t set;
+    taken_signals(&set);
+    const struct timespec now = {0};
+    for (int sig; (sig = sigtimedwait(&set, NULL, &now)) > 0 || (sig < 0 && errno == EINTR);)
+        switch (sig) {
+        case SIGHUP:
+            atomic_store(&srv->want_reload, true);
+            break;
+        case SIGUSR1:
+            atomic_store(&srv->want_reopen, true);
+            break;
+        case SIGINT:
+        case SIGTERM:
+            colibri_server_shutdown(srv);
+            break;
+        default: /* EINTR: again */
+            break;
+        }
 }
 
 static void *control_main(void *arg)
@@ -93,7 +100,7 @@ static void *control_main(void *arg)
             (void)k;
         }
         if (n > 0 && srv->sig_fd >= 0 && p[1].revents)
-            read_signals(srv);
+            take_signals(srv);
         if (atomic_load(&srv->ctl_stop))
             break;
         if (atomic_exchange(&srv->want_reopen, false))

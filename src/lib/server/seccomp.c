@@ -92,6 +92,7 @@ static const char *const allowed[] = {
     "getegid",
     "tgkill",
     "rt_sigprocmask",
+    "rt_sigtimedwait", /* the control thread takes the signals (control.c) */
     "rt_sigaction",
     "rt_sigreturn",
     "sigaltstack",
