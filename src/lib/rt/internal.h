@@ -128,7 +128,11 @@ int accept_one(int lfd, int *spare, struct conn_peer *peers, uint32_t max_fds);
 #define EV_FOREIGN_OF(f, c) (EV_FOREIGN | (uint64_t)(f) << 40 | (uint32_t)(c))
 
 /* wait.c: the idle handler (conn_set_idle_handler), or NULL. */
-extern conn_idle_fn worker_idle_fn;
+extern _Atomic(conn_idle_fn) worker_idle_fn;
+static inline conn_idle_fn worker_idle_handler(void)
+{
+    return atomic_load_explicit(&worker_idle_fn, memory_order_acquire);
+}
 
 /* worker.c: a context from the pool (a parked one taken back when it is
  * empty), NULL when out of memory; and one given back (or freed). */

@@ -197,11 +197,13 @@ int conn_wait_fd_kept(struct conn_ctx *ctx, int fd, unsigned events, int timeout
     return wait_yield(ctx, fd, events, timeout_ms);
 }
 
-conn_idle_fn worker_idle_fn;
+/* set again at every (re)load of a config (a reload runs on the control
+ * thread while the workers call it): an atomic pointer */
+_Atomic(conn_idle_fn) worker_idle_fn;
 
 void conn_set_idle_handler(conn_idle_fn fn)
 {
-    worker_idle_fn = fn;
+    atomic_store_explicit(&worker_idle_fn, fn, memory_order_release);
 }
 
 void conn_kept_new(struct conn_ctx *ctx, int fd)

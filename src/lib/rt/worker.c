@@ -499,8 +499,9 @@ static void wait_end(struct worker *w, struct conn_ctx *ctx, int result)
  * conn_wait_fd_kept): to the idle handler, which judges it. */
 static void idle_event(struct worker *w, int fd, uint32_t events)
 {
-    if (worker_idle_fn)
-        worker_idle_fn(w->idx, fd, (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0);
+    conn_idle_fn idle = worker_idle_handler();
+    if (idle)
+        idle(w->idx, fd, (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0);
 }
 
 /* The wait's result for epoll's events (its own events alone; a kept
@@ -684,7 +685,8 @@ static void force_stop(struct worker *w)
 static void idle_tick(struct worker *w)
 {
     w->idle_tick = false;
-    if (worker_idle_fn && worker_idle_fn(w->idx, -1, false)) {
+    conn_idle_fn idle = worker_idle_handler();
+    if (idle && idle(w->idx, -1, false)) {
         w->idle_tick = true;
         w->view.tick_wanted = true;
         w->view.tick_time = w->view.wall_time;
