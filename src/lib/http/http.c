@@ -460,10 +460,11 @@ static enum conn_verdict run(struct conn_ctx *ctx)
     struct http_worker *hw = conn_worker_state(ctx);
     hc->closing = hc->lingering = hc->mid_request = hc->after_proxy_hdr = false;
     hc->resp = NULL;
+    void *rest;
     if (ctx->fresh)
         hc->counted = hc->local_known = false;
-    else if (unlikely(conn_worker_of(ctx)->conns[ctx->fd].flags & CONN_AT_REST))
-        return hw->cfg->h2_resume(ctx, conn_rest_take(ctx)); /* HTTP/2 at rest */
+    else if (unlikely((rest = conn_rest_take(ctx)) != NULL))
+        return hw->cfg->h2_resume(ctx, rest); /* HTTP/2 at rest */
     bool first = true;                                       /* no request came in this run yet */
     /* HTTP/2 over TLS: ALPN chose it in the handshake that just ended */
     if (unlikely(ctx->tls != NULL) && ctx->fresh && hw->cfg->h2_run && conn_tls_alpn_is(ctx, "h2"))
