@@ -465,7 +465,7 @@ static enum conn_verdict run(struct conn_ctx *ctx)
         hc->counted = hc->local_known = false;
     else if (unlikely((rest = conn_rest_take(ctx)) != NULL))
         return hw->cfg->h2_resume(ctx, rest); /* HTTP/2 at rest */
-    bool first = true;                                       /* no request came in this run yet */
+    bool first = true;                        /* no request came in this run yet */
     /* HTTP/2 over TLS: ALPN chose it in the handshake that just ended */
     if (unlikely(ctx->tls != NULL) && ctx->fresh && hw->cfg->h2_run && conn_tls_alpn_is(ctx, "h2"))
         return hw->cfg->h2_run(ctx);
