@@ -69,7 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ctx = calloc(1, sizeof(*ctx));
         ctx->worker = (struct worker *)(void *)&cw; /* conn_worker_state() reads its view */
     }
-    struct h2_conn c = {.ctx = ctx, .cfg = &cfg, .provoked_tokens = 200};
+    struct h2_conn c = {.ctx = ctx, .cfg = &cfg, .kept.provoked_tokens = 200};
     if (!(c.s = h2_session_new(&c)))
         return 0;
     nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 128}};

@@ -32,7 +32,7 @@ static struct h2_stream *stream_of(nghttp2_session *s, int32_t id)
 }
 
 #define H2_GAPS 8
-static_assert(H2_GAPS == N_ELEMENTS(((struct h2_conn *)0)->gaps), "gaps");
+static_assert(H2_GAPS == N_ELEMENTS(((struct h2_conn *)0)->kept.gaps), "gaps");
 
 /* A frame begins: a HEADERS that would open a stream the client skipped
  * before is a connection error (PROTOCOL_ERROR). */
@@ -42,28 +42,28 @@ static int on_begin_frame(nghttp2_session *s, const nghttp2_frame_hd *hd, void *
     int32_t id = hd->stream_id;
     if (hd->type != NGHTTP2_HEADERS || !(id & 1))
         return 0;
-    if (id > c->max_id) {
-        if (id > c->max_id + 2) { /* ids skipped: remembered, the oldest forgotten */
-            c->gaps[c->next_gap].lo = c->max_id + 2;
-            c->gaps[c->next_gap].hi = id - 2;
-            c->next_gap = (c->next_gap + 1) % H2_GAPS;
-            if (c->n_gaps < H2_GAPS)
-                c->n_gaps++;
+    if (id > c->kept.max_id) {
+        if (id > c->kept.max_id + 2) { /* ids skipped: remembered, the oldest forgotten */
+            c->kept.gaps[c->kept.next_gap].lo = c->kept.max_id + 2;
+            c->kept.gaps[c->kept.next_gap].hi = id - 2;
+            c->kept.next_gap = (c->kept.next_gap + 1) % H2_GAPS;
+            if (c->kept.n_gaps < H2_GAPS)
+                c->kept.n_gaps++;
         }
-        c->max_id = id;
+        c->kept.max_id = id;
         return 0;
     }
-    if (id <= c->floor_id && !nghttp2_session_find_stream(s, id)) {
+    if (id <= c->kept.floor_id && !nghttp2_session_find_stream(s, id)) {
         /* an id of the session before this one (h2_rest(), h2_wake()): this
          * one cannot tell it from a new stream, so it is refused as the
          * reuse of an id (RFC 9113 5.1.1) */
         nghttp2_session_terminate_session2(
-            s, MAX(c->floor_id, nghttp2_session_get_last_proc_stream_id(s)),
+            s, MAX(c->kept.floor_id, nghttp2_session_get_last_proc_stream_id(s)),
             NGHTTP2_PROTOCOL_ERROR);
         return 0;
     }
-    for (unsigned i = 0; i < c->n_gaps; i++)
-        if (id >= c->gaps[i].lo && id <= c->gaps[i].hi && !nghttp2_session_find_stream(s, id)) {
+    for (unsigned i = 0; i < c->kept.n_gaps; i++)
+        if (id >= c->kept.gaps[i].lo && id <= c->kept.gaps[i].hi && !nghttp2_session_find_stream(s, id)) {
             nghttp2_session_terminate_session(s, NGHTTP2_PROTOCOL_ERROR);
             break;
         }
@@ -176,13 +176,13 @@ static int on_data_chunk_recv(nghttp2_session *s, uint8_t flags, int32_t id, con
 static void provoked(nghttp2_session *s, struct h2_conn *c)
 {
     uint64_t now = conn_now_ms(c->ctx);
-    uint64_t add = (now - c->provoked_ms) * H2_PROVOKED_RATE / 1000;
+    uint64_t add = (now - c->kept.provoked_ms) * H2_PROVOKED_RATE / 1000;
     if (add) {
-        c->provoked_tokens = (uint32_t)MIN((uint64_t)H2_PROVOKED_BURST, c->provoked_tokens + add);
-        c->provoked_ms = now;
+        c->kept.provoked_tokens = (uint32_t)MIN((uint64_t)H2_PROVOKED_BURST, c->kept.provoked_tokens + add);
+        c->kept.provoked_ms = now;
     }
-    if (c->provoked_tokens) {
-        c->provoked_tokens--;
+    if (c->kept.provoked_tokens) {
+        c->kept.provoked_tokens--;
         return;
     }
     LOG_LIMITED(LOG_INFO, "http2: too many stream errors on a connection: GOAWAY");
@@ -325,8 +325,8 @@ static struct h2_conn *h2_conn_new(struct conn_ctx *ctx)
     c->ctx = ctx;
     c->cfg = cfg;
     c->use_sendfile = !conn_is_secure(ctx);
-    c->provoked_tokens = H2_PROVOKED_BURST;
-    c->provoked_ms = conn_now_ms(ctx);
+    c->kept.provoked_tokens = H2_PROVOKED_BURST;
+    c->kept.provoked_ms = conn_now_ms(ctx);
     c->magic_left = H2_PREFACE_LEN;
     if (!(c->s = h2_session_new(c))) {
         h2_conn_release(c);
@@ -345,15 +345,15 @@ static struct h2_conn *h2_conn_new(struct conn_ctx *ctx)
 int h2_submit_local(struct h2_conn *c)
 {
     nghttp2_settings_entry iv[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, c->local_streams},
-        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, c->local_window},
-        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, c->local_head},
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, c->kept.local_streams},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, c->kept.local_window},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, c->kept.local_head},
         /* RFC 8441: WebSockets over streams (extended CONNECT) */
         {NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1},
         {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
     };
-    if (nghttp2_submit_settings(c->s, NGHTTP2_FLAG_NONE, iv, N_ELEMENTS(iv) - !c->rfc9218) ||
-        nghttp2_session_set_local_window_size(c->s, NGHTTP2_FLAG_NONE, 0, (int32_t)c->local_window))
+    if (nghttp2_submit_settings(c->s, NGHTTP2_FLAG_NONE, iv, N_ELEMENTS(iv) - !c->kept.rfc9218) ||
+        nghttp2_session_set_local_window_size(c->s, NGHTTP2_FLAG_NONE, 0, (int32_t)c->kept.local_window))
         return -1;
     return 0;
 }
@@ -368,10 +368,10 @@ int h2_submit_local(struct h2_conn *c)
 static int submit_settings(struct h2_conn *c, bool rfc9218)
 {
     const struct http_config *cfg = c->cfg;
-    c->rfc9218 = rfc9218;
-    c->local_streams = cfg->h2_max_streams;
-    c->local_window = (uint32_t)cfg->h2_window;
-    c->local_head = (uint32_t)cfg->limits.max_head;
+    c->kept.rfc9218 = rfc9218;
+    c->kept.local_streams = cfg->h2_max_streams;
+    c->kept.local_window = (uint32_t)cfg->h2_window;
+    c->kept.local_head = (uint32_t)cfg->limits.max_head;
     return h2_submit_local(c);
 }
 
@@ -511,7 +511,7 @@ enum conn_verdict h2_upgrade(struct conn_ctx *ctx, const struct http_head *head)
     struct h2_stream *st = stream_new(c->s, c, 1);
     if (!st)
         return CONN_CLOSE;
-    c->max_id = 1;
+    c->kept.max_id = 1;
     upgrade_fields(st, head);
     st->head_done = st->no_body = st->req_end = true;
     h2_stream_ready(st);
@@ -572,7 +572,7 @@ static enum conn_verdict serve(struct h2_conn *c, const uint8_t *p, size_t n)
              * shutdown_timeout) and the connection closes after them */
             c->goaway = true;
             nghttp2_submit_goaway(c->s, NGHTTP2_FLAG_NONE,
-                                  MAX(c->floor_id, nghttp2_session_get_last_proc_stream_id(c->s)),
+                                  MAX(c->kept.floor_id, nghttp2_session_get_last_proc_stream_id(c->s)),
                                   NGHTTP2_NO_ERROR, NULL, 0);
         }
         if (!send_all(c))

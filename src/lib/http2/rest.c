@@ -78,7 +78,7 @@ bool h2_windows_kept(const struct h2_conn *c)
 {
     return nghttp2_session_get_remote_window_size(c->s) >= (int32_t)c->send_debt &&
            nghttp2_session_get_effective_recv_data_length(c->s) == 0 &&
-           nghttp2_session_get_effective_local_window_size(c->s) == (int32_t)c->local_window;
+           nghttp2_session_get_effective_local_window_size(c->s) == (int32_t)c->kept.local_window;
 }
 
 /* Idle for H2_REST_MS: what a rest needs is asked for. False when it
@@ -104,11 +104,11 @@ void h2_rest(struct h2_conn *c)
     nghttp2_session *s = c->s;
     for (int32_t id = NGHTTP2_SETTINGS_HEADER_TABLE_SIZE;
          id <= NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE; id++)
-        c->kept_settings[id - 1] = nghttp2_session_get_remote_settings(s, (nghttp2_settings_id)id);
-    c->kept_settings[NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL - 1] =
+        c->kept.kept_settings[id - 1] = nghttp2_session_get_remote_settings(s, (nghttp2_settings_id)id);
+    c->kept.kept_settings[NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL - 1] =
         nghttp2_session_get_remote_settings(s, NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL) == 1;
-    c->kept_window = nghttp2_session_get_remote_window_size(s) - (int32_t)c->send_debt;
-    c->floor_id = MAX(c->max_id, nghttp2_session_get_last_proc_stream_id(s));
+    c->kept.kept_window = nghttp2_session_get_remote_window_size(s) - (int32_t)c->send_debt;
+    c->kept.floor_id = MAX(c->kept.max_id, nghttp2_session_get_last_proc_stream_id(s));
     nghttp2_session_del(s);
     h2_heap_release(&c->heap); /* every page of the session at once */
     c->s = NULL;
@@ -135,23 +135,7 @@ bool h2_away(struct h2_conn *c)
     struct h2_kept *k = h2_kept_new();
     if (!k)
         return false;
-    *k = (struct h2_kept){
-        .floor_id = c->floor_id,
-        .max_id = c->max_id,
-        .kept_window = c->kept_window,
-        .local_streams = c->local_streams,
-        .local_window = c->local_window,
-        .local_head = c->local_head,
-        .provoked_tokens = c->provoked_tokens,
-        .provoked_ms = c->provoked_ms,
-        .n_gaps = c->n_gaps,
-        .next_gap = c->next_gap,
-        .rfc9218 = c->rfc9218,
-    };
-    static_assert(sizeof(k->kept_settings) == sizeof(c->kept_settings), "kept settings");
-    static_assert(sizeof(k->gaps) == sizeof(c->gaps), "gaps");
-    memcpy(k->kept_settings, c->kept_settings, sizeof(k->kept_settings));
-    memcpy(k->gaps, c->gaps, sizeof(k->gaps));
+    *k = c->kept;
     if (!conn_rest_put(ctx, k)) {
         h2_kept_del(k);
         return false;
@@ -171,22 +155,10 @@ struct h2_conn *h2_unpack(struct conn_ctx *ctx, struct h2_kept *k)
         .ctx = ctx,
         .cfg = ((const struct http_worker *)conn_worker_state(ctx))->cfg,
         .use_sendfile = !conn_is_secure(ctx),
-        .provoked_tokens = k->provoked_tokens,
-        .provoked_ms = k->provoked_ms,
-        .max_id = k->max_id,
-        .n_gaps = k->n_gaps,
-        .next_gap = k->next_gap,
-        .rfc9218 = k->rfc9218,
         .tbl0 = true,
         .resting = true,
-        .floor_id = k->floor_id,
-        .local_streams = k->local_streams,
-        .local_window = k->local_window,
-        .local_head = k->local_head,
-        .kept_window = k->kept_window,
+        .kept = *k,
     };
-    memcpy(c->kept_settings, k->kept_settings, sizeof(c->kept_settings));
-    memcpy(c->gaps, k->gaps, sizeof(c->gaps));
     h2_kept_del(k);
     return c;
 }
@@ -280,25 +252,25 @@ bool h2_wake(struct h2_conn *c)
     n += 9;
     for (uint16_t id = NGHTTP2_SETTINGS_HEADER_TABLE_SIZE;
          id <= NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE; id++)
-        n += put_setting(in + n, id, c->kept_settings[id - 1]);
-    if (c->kept_settings[NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL - 1])
+        n += put_setting(in + n, id, c->kept.kept_settings[id - 1]);
+    if (c->kept.kept_settings[NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL - 1])
         n += put_setting(in + n, NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1);
-    if (c->rfc9218)
+    if (c->kept.rfc9218)
         n += put_setting(in + n, NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1);
     put_frame_hd(in + at, n - at - 9, NGHTTP2_SETTINGS, 0);
-    c->send_debt = c->kept_window < NGHTTP2_INITIAL_WINDOW_SIZE
-                       ? (uint32_t)(NGHTTP2_INITIAL_WINDOW_SIZE - c->kept_window)
+    c->send_debt = c->kept.kept_window < NGHTTP2_INITIAL_WINDOW_SIZE
+                       ? (uint32_t)(NGHTTP2_INITIAL_WINDOW_SIZE - c->kept.kept_window)
                        : 0;
-    if (c->kept_window > NGHTTP2_INITIAL_WINDOW_SIZE) {
+    if (c->kept.kept_window > NGHTTP2_INITIAL_WINDOW_SIZE) {
         n += put_frame_hd(in + n, 4, NGHTTP2_WINDOW_UPDATE, 0);
-        n += put_u32(in + n, (uint32_t)(c->kept_window - NGHTTP2_INITIAL_WINDOW_SIZE));
+        n += put_u32(in + n, (uint32_t)(c->kept.kept_window - NGHTTP2_INITIAL_WINDOW_SIZE));
     }
     n += put_frame_hd(in + n, 0, NGHTTP2_SETTINGS, NGHTTP2_FLAG_ACK);
     if (nghttp2_session_mem_recv(s, in, n) != (ssize_t)n ||
         !drop_rebuild_output(s, &settings, &acks, &updates) || settings != 1 || acks != 2 ||
         updates > 1 ||
-        nghttp2_session_get_remote_window_size(s) - (int32_t)c->send_debt != c->kept_window ||
-        nghttp2_session_get_effective_local_window_size(s) != (int32_t)c->local_window)
+        nghttp2_session_get_remote_window_size(s) - (int32_t)c->send_debt != c->kept.kept_window ||
+        nghttp2_session_get_effective_local_window_size(s) != (int32_t)c->kept.local_window)
         goto fail;
     /* the client may use its table again */
     nghttp2_settings_entry iv = {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, 4096};
@@ -319,7 +291,7 @@ void h2_goaway_raw(struct h2_conn *c)
 {
     uint8_t f[9 + 8];
     size_t n = put_frame_hd(f, 8, NGHTTP2_GOAWAY, 0);
-    n += put_u32(f + n, (uint32_t)c->floor_id);
+    n += put_u32(f + n, (uint32_t)c->kept.floor_id);
     n += put_u32(f + n, NGHTTP2_INTERNAL_ERROR);
     if (strbuf_append(&c->ctx->out, f, n) < 0)
         strbuf_reset(&c->ctx->out);

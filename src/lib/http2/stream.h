@@ -37,6 +37,33 @@ struct h2_heap {
 };
 
 /* A connection's HTTP/2 state (in its struct http_conn, hc->h2). */
+/* What a connection keeps across rests: all of it when it rests without
+ * its context (rest.c: h2_away() hands it to the runtime, h2_unpack()
+ * takes it back), some 200 bytes where the h2_conn is some 800. */
+struct h2_kept {
+    /* stream errors the client provoked (RST_STREAM sent, but NO_ERROR):
+     * a bucket of H2_PROVOKED_BURST, refilled at H2_PROVOKED_RATE a
+     * second; empty, the connection ends (MadeYouReset, CVE-2025-8671) */
+    uint64_t provoked_ms;
+    uint32_t provoked_tokens;
+    /* the client's stream ids it skipped (RFC 9113 5.1.1: never to be
+     * opened later), the latest H2_GAPS ranges: nghttp2 ignores a HEADERS
+     * below the last id, as it cannot tell such an id from a closed one */
+    int32_t max_id;
+    unsigned n_gaps, next_gap;
+    struct {
+        int32_t lo, hi;
+    } gaps[8];
+    int32_t floor_id; /* the client's stream ids up to this were used before a rebuild */
+    /* our SETTINGS as first sent (a reload may free c->cfg's successor's
+     * values, not these) */
+    uint32_t local_streams, local_window, local_head;
+    /* the client's SETTINGS and its connection window for us, at rest */
+    int32_t kept_window;
+    uint32_t kept_settings[9]; /* by SETTINGS id - 1 */
+    bool rfc9218;              /* the client sent SETTINGS_NO_RFC7540_PRIORITIES = 1 */
+};
+
 struct h2_conn {
     nghttp2_session *s;
     struct h2_heap heap; /* s's memory */
@@ -56,19 +83,6 @@ struct h2_conn {
     bool paused; /* h2_send_data() made mem_send() return (parts are full) */
     size_t parts_bytes;
     struct h2_file_part parts[H2_FILE_PARTS];
-    /* stream errors the client provoked (RST_STREAM sent, but NO_ERROR):
-     * a bucket of H2_PROVOKED_BURST, refilled at H2_PROVOKED_RATE a
-     * second; empty, the connection ends (MadeYouReset, CVE-2025-8671) */
-    uint32_t provoked_tokens;
-    uint64_t provoked_ms;
-    /* the client's stream ids it skipped (RFC 9113 5.1.1: never to be
-     * opened later), the latest H2_GAPS ranges: nghttp2 ignores a HEADERS
-     * below the last id, as it cannot tell such an id from a closed one */
-    int32_t max_id;
-    unsigned n_gaps, next_gap;
-    struct {
-        int32_t lo, hi;
-    } gaps[8];
     /* The input's frame boundaries (h2.c, track_frames()): the preface's
      * bytes still to come, the bytes left of the current frame's payload,
      * its 9-byte header as far as it came, and whether a header block is
@@ -79,24 +93,18 @@ struct h2_conn {
     uint8_t hd[9];
     /* An idle connection rests (h2.c, rest()): its session is deleted (s
      * is NULL) and rebuilt on the next bytes (wake()) from these. */
-    bool rfc9218;     /* the client sent SETTINGS_NO_RFC7540_PRIORITIES = 1 */
     bool tbl0;        /* our SETTINGS_HEADER_TABLE_SIZE = 0 was submitted */
     bool idle_tried;  /* a rest was due but impossible: no timed wait until input */
     bool quiet;       /* idle for H2_REST_MS, and no stream began since */
     bool resting;     /* s was deleted by a rest (and not rebuilt yet) */
     bool away;        /* freed at rest, its state kept by the runtime (h2_away) */
-    int32_t floor_id; /* the client's stream ids up to this were used before a rebuild */
-    /* our SETTINGS as first sent (a reload may free c->cfg's successor's
-     * values, not these) */
-    uint32_t local_streams, local_window, local_head;
-    /* the client's SETTINGS and its connection window for us, at rest */
-    int32_t kept_window;
     /* what a rebuilt session believes it may send on the connection beyond
      * what the client allows (it kept less than the initial 65,535 for us,
      * which no frame fed to a new session can say): data_read() holds
      * that much back */
     uint32_t send_debt;
-    uint32_t kept_settings[9]; /* by SETTINGS id - 1 */
+    /* what outlives the context when the connection rests away (h2_away) */
+    struct h2_kept kept;
 };
 
 /* The config a new stream reads: the worker's current one (a reload
@@ -213,21 +221,6 @@ bool h2_windows_kept(const struct h2_conn *c);
 bool h2_prepare_rest(struct h2_conn *c);
 /* The session goes; what rebuilds it stays. */
 void h2_rest(struct h2_conn *c);
-/* What a connection at rest without its context keeps (rest.c: h2_away()
- * packs it from struct h2_conn, h2_resume() unpacks it): some 200 bytes,
- * where the h2_conn is some 800. */
-struct h2_kept {
-    int32_t floor_id, max_id, kept_window;
-    uint32_t local_streams, local_window, local_head;
-    uint32_t kept_settings[9];
-    uint32_t provoked_tokens;
-    uint64_t provoked_ms;
-    unsigned n_gaps, next_gap;
-    struct {
-        int32_t lo, hi;
-    } gaps[8];
-    bool rfc9218;
-};
 /* After h2_rest(): the context goes too, the runtime keeping the
  * connection's struct h2_kept for the fd (conn_rest_put); c is freed and
  * run() returns CONN_KEEP. False when it cannot: the connection rests
