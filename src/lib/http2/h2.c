@@ -63,7 +63,8 @@ static int on_begin_frame(nghttp2_session *s, const nghttp2_frame_hd *hd, void *
         return 0;
     }
     for (unsigned i = 0; i < c->kept.n_gaps; i++)
-        if (id >= c->kept.gaps[i].lo && id <= c->kept.gaps[i].hi && !nghttp2_session_find_stream(s, id)) {
+        if (id >= c->kept.gaps[i].lo && id <= c->kept.gaps[i].hi &&
+            !nghttp2_session_find_stream(s, id)) {
             nghttp2_session_terminate_session(s, NGHTTP2_PROTOCOL_ERROR);
             break;
         }
@@ -178,7 +179,8 @@ static void provoked(nghttp2_session *s, struct h2_conn *c)
     uint64_t now = conn_now_ms(c->ctx);
     uint64_t add = (now - c->kept.provoked_ms) * H2_PROVOKED_RATE / 1000;
     if (add) {
-        c->kept.provoked_tokens = (uint32_t)MIN((uint64_t)H2_PROVOKED_BURST, c->kept.provoked_tokens + add);
+        c->kept.provoked_tokens =
+            (uint32_t)MIN((uint64_t)H2_PROVOKED_BURST, c->kept.provoked_tokens + add);
         c->kept.provoked_ms = now;
     }
     if (c->kept.provoked_tokens) {
@@ -353,7 +355,8 @@ int h2_submit_local(struct h2_conn *c)
         {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
     };
     if (nghttp2_submit_settings(c->s, NGHTTP2_FLAG_NONE, iv, N_ELEMENTS(iv) - !c->kept.rfc9218) ||
-        nghttp2_session_set_local_window_size(c->s, NGHTTP2_FLAG_NONE, 0, (int32_t)c->kept.local_window))
+        nghttp2_session_set_local_window_size(c->s, NGHTTP2_FLAG_NONE, 0,
+                                              (int32_t)c->kept.local_window))
         return -1;
     return 0;
 }
@@ -571,9 +574,10 @@ static enum conn_verdict serve(struct h2_conn *c, const uint8_t *p, size_t n)
             /* a stop: no new streams; those in flight finish (within
              * shutdown_timeout) and the connection closes after them */
             c->goaway = true;
-            nghttp2_submit_goaway(c->s, NGHTTP2_FLAG_NONE,
-                                  MAX(c->kept.floor_id, nghttp2_session_get_last_proc_stream_id(c->s)),
-                                  NGHTTP2_NO_ERROR, NULL, 0);
+            nghttp2_submit_goaway(
+                c->s, NGHTTP2_FLAG_NONE,
+                MAX(c->kept.floor_id, nghttp2_session_get_last_proc_stream_id(c->s)),
+                NGHTTP2_NO_ERROR, NULL, 0);
         }
         if (!send_all(c))
             break;

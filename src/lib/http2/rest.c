@@ -104,7 +104,8 @@ void h2_rest(struct h2_conn *c)
     nghttp2_session *s = c->s;
     for (int32_t id = NGHTTP2_SETTINGS_HEADER_TABLE_SIZE;
          id <= NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE; id++)
-        c->kept.kept_settings[id - 1] = nghttp2_session_get_remote_settings(s, (nghttp2_settings_id)id);
+        c->kept.kept_settings[id - 1] =
+            nghttp2_session_get_remote_settings(s, (nghttp2_settings_id)id);
     c->kept.kept_settings[NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL - 1] =
         nghttp2_session_get_remote_settings(s, NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL) == 1;
     c->kept.kept_window = nghttp2_session_get_remote_window_size(s) - (int32_t)c->send_debt;

@@ -93,11 +93,11 @@ struct h2_conn {
     uint8_t hd[9];
     /* An idle connection rests (h2.c, rest()): its session is deleted (s
      * is NULL) and rebuilt on the next bytes (wake()) from these. */
-    bool tbl0;        /* our SETTINGS_HEADER_TABLE_SIZE = 0 was submitted */
-    bool idle_tried;  /* a rest was due but impossible: no timed wait until input */
-    bool quiet;       /* idle for H2_REST_MS, and no stream began since */
-    bool resting;     /* s was deleted by a rest (and not rebuilt yet) */
-    bool away;        /* freed at rest, its state kept by the runtime (h2_away) */
+    bool tbl0;       /* our SETTINGS_HEADER_TABLE_SIZE = 0 was submitted */
+    bool idle_tried; /* a rest was due but impossible: no timed wait until input */
+    bool quiet;      /* idle for H2_REST_MS, and no stream began since */
+    bool resting;    /* s was deleted by a rest (and not rebuilt yet) */
+    bool away;       /* freed at rest, its state kept by the runtime (h2_away) */
     /* what a rebuilt session believes it may send on the connection beyond
      * what the client allows (it kept less than the initial 65,535 for us,
      * which no frame fed to a new session can say): data_read() holds
