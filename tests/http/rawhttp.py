@@ -240,6 +240,16 @@ def recv_all(s):
         data += d
 
 
+def exchange(port, data, timeout=5, host="127.0.0.1"):
+    """Connect, send data, read until the server closes: (head, body) of
+    what came, split at the first blank line."""
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(data)
+        got = recv_all(s)
+    head, _, body = got.partition(b"\r\n\r\n")
+    return head, body
+
+
 def recv_until(s, pred, limit):
     """Read until pred(data) or limit seconds; returns the bytes."""
     data = b""

@@ -6,17 +6,19 @@ status and headers, output streamed with flush(), a front controller
 
 import hashlib
 import http.client
+import contextlib
 import json
 import os
 import shutil
 import socket
 import subprocess
 import time
+import types
 from pathlib import Path
 
 import pytest
 
-from rawhttp import TIME_SCALE, RawConn, recv_until
+from rawhttp import TIME_SCALE, RawConn, recv_all, recv_until
 from test_config_errors import check, listener, run_config
 
 FPM = shutil.which("php-fpm8.2") or "/usr/sbin/php-fpm8.2"
@@ -40,6 +42,33 @@ SCRIPTS = {
 }
 
 
+@contextlib.contextmanager
+def php_fpm(d, pool, www):
+    """A PHP-FPM of its own in the folder d, serving www: its pool's
+    settings (pool: lines after "pm = static"), its socket d/fpm.sock;
+    stopped on leaving."""
+    sock, conf, log = d / "fpm.sock", d / "fpm.conf", d / "fpm.log"
+    user = "user = root\ngroup = root\n" if os.geteuid() == 0 else ""
+    conf.write_text(
+        "[global]\npid = %s\nerror_log = %s\ndaemonize = no\n[www]\n%slisten = %s\npm = static\n%s\n"
+        % (d / "fpm.pid", log, user, sock, pool)
+    )
+    args = [FPM, "-n", "-y", str(conf)] + (["-R"] if os.geteuid() == 0 else [])
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sock.exists(), log.read_text() if log.exists() else ""
+        yield types.SimpleNamespace(sock=sock, www=www, proc=proc)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 @pytest.fixture
 def fpm(tmp_path):
     """A PHP-FPM of the test's own: its socket, its www folder."""
@@ -50,32 +79,16 @@ def fpm(tmp_path):
         p.write_text(text)
     (tmp_path / "outside.php").write_text("<?php echo 'OUTSIDE';")
     os.symlink(tmp_path / "outside.php", www / "link.php")
-    sock = tmp_path / "fpm.sock"
-    conf = tmp_path / "fpm.conf"
-    user = "user = root\ngroup = root\n" if os.geteuid() == 0 else ""
-    conf.write_text(
-        "[global]\npid = %s\nerror_log = %s\ndaemonize = no\n"
-        "[www]\n%slisten = %s\npm = static\npm.max_children = 3\ncatch_workers_output = yes\n"
-        % (tmp_path / "fpm.pid", tmp_path / "fpm.log", user, sock)
-    )
-    args = [FPM, "-n", "-y", str(conf)] + (["-R"] if os.geteuid() == 0 else [])
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while not sock.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert sock.exists(), (tmp_path / "fpm.log").read_text() if (tmp_path / "fpm.log").exists() else ""
+    with php_fpm(tmp_path, "pm.max_children = 3\ncatch_workers_output = yes", www) as f:
+        yield f
 
-    class F:
-        pass
 
-    f = F()
-    f.sock, f.www, f.proc = sock, www, proc
-    yield f
-    proc.terminate()
-    try:
-        proc.wait(5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+def hi_fpm(tmp_path, pool):
+    """A PHP-FPM whose folder has hi.php alone."""
+    www = tmp_path / "w"
+    www.mkdir()
+    (www / "hi.php").write_text('<?php echo "hi";')
+    return php_fpm(tmp_path, pool, www)
 
 
 def site(fpm, prefix="/", **keys):
@@ -250,12 +263,7 @@ def test_streamed_output(make_server, fpm):
     assert b"part0" in first, first
     t_first = time.monotonic() - t0
     s.settimeout(10)
-    rest = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        rest += b
+    rest = recv_all(s)
     t_all = time.monotonic() - t0
     s.close()
     # the first part came as PHP flushed it, long before the end
@@ -382,25 +390,8 @@ def test_kept_connections_closed_by_php_fpm_are_replaced(make_server, tmp_path):
     # pm.max_requests = 2: a PHP-FPM child exits (closing the kept
     # connection) after every second request; the bodiless requests that
     # find their kept connection closed go again on a fresh one, quietly
-    www = tmp_path / "w"
-    www.mkdir()
-    (www / "hi.php").write_text('<?php echo "hi";')
-    sock = tmp_path / "f.sock"
-    conf = tmp_path / "f.conf"
-    user = "user = root\ngroup = root\n" if os.geteuid() == 0 else ""
-    conf.write_text(
-        "[global]\npid = %s\nerror_log = %s\ndaemonize = no\n"
-        "[www]\n%slisten = %s\npm = static\npm.max_children = 2\npm.max_requests = 2\n"
-        % (tmp_path / "f.pid", tmp_path / "f.log", user, sock)
-    )
-    args = [FPM, "-n", "-y", str(conf)] + (["-R"] if os.geteuid() == 0 else [])
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 10
-        while not sock.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        body = "site {\n    fastcgi / {\n        to = unix:%s\n        root = %s\n    }\n}\n" % (sock, www)
-        srv = make_server(site=body, threads="1")
+    with hi_fpm(tmp_path, "pm.max_children = 2\npm.max_requests = 2") as f:
+        srv = make_server(site=site(f), threads="1")
         for i in range(12):
             r, data = get(srv, "/hi.php")
             assert (r.status, data) == (200, b"hi"), i
@@ -409,12 +400,6 @@ def test_kept_connections_closed_by_php_fpm_are_replaced(make_server, tmp_path):
                       headers={"Content-Type": "application/x-www-form-urlencoded"})
         assert (r.status, data) == (200, b"hi")
         assert "fastcgi" not in srv.stderr(), srv.stderr()
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def test_kept_connection_closed_by_php_fpm_is_closed_at_once(make_server, tmp_path):
@@ -422,20 +407,6 @@ def test_kept_connection_closed_by_php_fpm_is_closed_at_once(make_server, tmp_pa
     # the connection colibri kept: the worker's epoll sees it and closes it
     # at once (the server's fd count comes back), not when a later request
     # would find it dead
-    www = tmp_path / "w"
-    www.mkdir()
-    (www / "hi.php").write_text('<?php echo "hi";')
-    sock = tmp_path / "f.sock"
-    conf = tmp_path / "f.conf"
-    user = "user = root\ngroup = root\n" if os.geteuid() == 0 else ""
-    conf.write_text(
-        "[global]\npid = %s\nerror_log = %s\ndaemonize = no\n"
-        "[www]\n%slisten = %s\npm = static\npm.max_children = 1\npm.max_requests = 1\n"
-        % (tmp_path / "f.pid", tmp_path / "f.log", user, sock)
-    )
-    args = [FPM, "-n", "-y", str(conf)] + (["-R"] if os.geteuid() == 0 else [])
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
     def unix_sockets():
         """The server's unix sockets (its connections to PHP-FPM)."""
         inodes = {"socket:[%s]" % l.split()[6] for l in Path("/proc/net/unix").read_text().splitlines()[1:]}
@@ -454,12 +425,8 @@ def test_kept_connection_closed_by_php_fpm_is_closed_at_once(make_server, tmp_pa
             time.sleep(0.01)
         return unix_sockets() == n
 
-    try:
-        deadline = time.monotonic() + 10
-        while not sock.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        body = "site {\n    fastcgi / {\n        to = unix:%s\n        root = %s\n    }\n}\n" % (sock, www)
-        srv = make_server(site=body, threads="1")
+    with hi_fpm(tmp_path, "pm.max_children = 1\npm.max_requests = 1") as f:
+        srv = make_server(site=site(f), threads="1")
         base = unix_sockets()
         for i in range(4):
             r, data = get(srv, "/hi.php")
@@ -468,9 +435,3 @@ def test_kept_connection_closed_by_php_fpm_is_closed_at_once(make_server, tmp_pa
             assert settles_to(base, 3.0 * TIME_SCALE), (i, unix_sockets(), base)
             assert time.monotonic() - t0 < 0.8 * TIME_SCALE  # at once, not at the next tick
         assert "fastcgi" not in srv.stderr(), srv.stderr()
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()

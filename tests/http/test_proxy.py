@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import colibri_bin, free_port
-from rawhttp import TIME_SCALE, RawConn, recv_until
+from rawhttp import TIME_SCALE, RawConn, exchange, recv_all, recv_until
 from test_config_errors import check, failed, listener, run_config
 from wsclient import TEXT, BINARY, WS
 
@@ -48,12 +48,7 @@ class Upstream:
             s = socket.socket(socket.AF_UNIX)
             s.connect(self.unix)
             s.sendall(b"GET /_stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            data = b""
-            while True:
-                b = s.recv(65536)
-                if not b:
-                    break
-                data += b
+            data = recv_all(s)
             s.close()
             return json.loads(data.split(b"\r\n\r\n", 1)[1])
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
@@ -202,16 +197,7 @@ def test_chunked_and_close_delimited_answers(make_server, upstreams):
     # HTTP/1.0: close-delimited (read to its end before anything else: a
     # request left in flight would have the next one take a second
     # upstream connection)
-    s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
-    s.sendall(b"GET /api/chunked?n=2&size=10 HTTP/1.0\r\n\r\n")
-    data = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        data += b
-    s.close()
-    head, body = data.split(b"\r\n\r\n", 1)
+    head, body = exchange(srv.port, b"GET /api/chunked?n=2&size=10 HTTP/1.0\r\n\r\n")
     assert b"chunked" not in head.lower() and body == b"c" * 20
 
 
@@ -731,29 +717,11 @@ def test_upstream_killed_mid_response(make_server, upstreams):
     up = upstreams()
     srv = make_server(site=proxy_site(one_proxy("http://" + up.addr, strip_prefix="true")))
     # with a length: fewer bytes, then the close
-    s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
-    s.sendall(b"GET /api/die?size=100000&after=1000 HTTP/1.1\r\nHost: x\r\n\r\n")
-    data = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        data += b
-    s.close()
-    head, body = data.split(b"\r\n\r\n", 1)
+    head, body = exchange(srv.port, b"GET /api/die?size=100000&after=1000 HTTP/1.1\r\nHost: x\r\n\r\n")
     assert b"Content-Length: 100000" in head
     assert body == b"d" * 1000  # cut, never padded or completed
     # chunked: the last chunk never comes
-    s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
-    s.sendall(b"GET /api/diechunked HTTP/1.1\r\nHost: x\r\n\r\n")
-    data = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        data += b
-    s.close()
-    head, body = data.split(b"\r\n\r\n", 1)
+    head, body = exchange(srv.port, b"GET /api/diechunked HTTP/1.1\r\nHost: x\r\n\r\n")
     assert b"chunked" in head and body == b"5\r\nhello\r\n"
     assert "is cut short" in srv.stderr()
 
