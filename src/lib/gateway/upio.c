@@ -99,7 +99,7 @@ ssize_t gw_read(struct conn_ctx *ctx, int fd, void *buf, size_t cap, int timeout
             continue;
         if (errno != EAGAIN)
             return -errno;
-        int r = conn_wait_fd_kept(ctx, fd, CONN_WAIT_READ, timeout_ms);
+        int r = conn_wait_fd_kept(ctx, fd, CONN_WAIT_READ | CONN_WAIT_DRAINED, timeout_ms);
         if (r < 0)
             return r;
         if (r & CONN_WAIT_HUP)
@@ -111,7 +111,9 @@ ssize_t gw_read_ready(struct conn_ctx *ctx, int fd, void *buf, size_t cap, int t
                       bool *drained)
 {
     if (*drained && !gw_tls_pending(fd)) {
-        int r = conn_wait_fd_kept(ctx, fd, CONN_WAIT_READ, timeout_ms);
+        /* a short read of a plain socket left it empty */
+        unsigned ev = CONN_WAIT_READ | (gw_tls_on(fd) ? 0 : CONN_WAIT_DRAINED);
+        int r = conn_wait_fd_kept(ctx, fd, ev, timeout_ms);
         if (r < 0)
             return r;
         if (r & CONN_WAIT_HUP)

@@ -369,7 +369,9 @@ int conn_wait_fd(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms);
  * edge-triggered (not one-shot): what comes while nobody waits on it (the
  * upstream closing a pooled connection) goes to the idle handler below. An
  * event left over from an earlier wait at most ends a later wait on the
- * same fd early (the caller's read then finds nothing and waits again). */
+ * same fd early (the caller's read then finds nothing and waits again).
+ * A wait for reading with CONN_WAIT_DRAINED costs no system call when the
+ * fd is still registered for reading from an earlier wait. */
 int conn_wait_fd_kept(struct conn_ctx *ctx, int fd, unsigned events, int timeout_ms);
 /* A new fd for conn_wait_fd_kept() (a socket just connected): what an
  * earlier fd of its number left in the worker's records is forgotten. */
@@ -410,6 +412,12 @@ void conn_want_idle_tick(struct conn_ctx *ctx);
 /* A result bit of conn_wait_fd_kept(): the fd's peer ended or reset it
  * too (its last bytes may still be there to read): it is not to be kept. */
 #define CONN_WAIT_HUP 8
+/* An events bit for conn_wait_fd_kept(): the caller's last read of fd
+ * left nothing in the socket (it failed with EAGAIN, or gave fewer bytes
+ * than asked), so whatever comes next is a new edge for the fd's
+ * edge-triggered registration, and re-arming it would add nothing. Not
+ * for a TLS socket (a library's reads need not drain it). */
+#define CONN_WAIT_DRAINED 16
 /* On the worker's thread, outside every coroutine (in a command posted with
  * worker_post): ends the conn_sleep()/conn_wait_fd() that ctx is suspended
  * in, which then returns result (CONN_WOKEN, or a negative errno). The

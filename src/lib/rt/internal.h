@@ -118,7 +118,7 @@ int accept_one(int lfd, int *spare, struct conn_peer *peers, uint32_t max_fds);
 #define EV_WAKE             (2ull << 32)
 #define EV_FOREIGN          (4ull << 32)
 #define EV_VOID             (8ull << 32)  /* an event voided in its batch (worker.c) */
-#define EV_IDLE             (16ull << 32) /* an idle fd (conn_watch_idle), in the low 32 bits */
+#define EV_IDLE             (16ull << 32) /* a kept fd no one waits on, in the low 32 bits */
 #define EV_KEPT             (32ull << 32) /* with EV_FOREIGN: a kept fd's wait, the fd in both halves */
 #define EV_FD(u)            ((int)(uint32_t)(u))
 #define EV_LISTENER(u)      ((uint16_t)((u) >> 40))

@@ -174,19 +174,27 @@ int conn_wait_fd_kept(struct conn_ctx *ctx, int fd, unsigned events, int timeout
 {
     if (conn_stopping(ctx))
         return -ECANCELED;
+    bool drained = events & CONN_WAIT_DRAINED;
     events &= CONN_WAIT_READ | CONN_WAIT_WRITE;
     if (fd < 0 || !events)
         return -EINVAL;
     struct worker *w = ctx->worker;
     if ((uint32_t)fd >= w->max_fds)
         return -EMFILE;
-    /* re-armed with this wait's events; added the first time */
-    int r = watch_op_as(ctx, EPOLL_CTL_MOD, fd, events, true);
-    if (r == -ENOENT)
-        r = watch_op_as(ctx, EPOLL_CTL_ADD, fd, events, true);
-    if (r)
-        return r;
     struct conn *k = &w->view.conns[fd];
+    /* re-armed with this wait's events; added the first time. Not when it
+     * is registered for reading, edge-triggered, from an earlier wait (or
+     * conn_watch_idle) and the caller's read drained it: the bytes to come
+     * make an edge that the worker sees once this coroutine yields, and
+     * brings to kept_waiter (a proxied request's wait for its answer costs
+     * no system call) */
+    if (!(drained && events == CONN_WAIT_READ && (k->flags & CONN_KEPT_READ))) {
+        int r = watch_op_as(ctx, EPOLL_CTL_MOD, fd, events, true);
+        if (r == -ENOENT)
+            r = watch_op_as(ctx, EPOLL_CTL_ADD, fd, events, true);
+        if (r)
+            return r;
+    }
     if (events == CONN_WAIT_READ)
         k->flags |= CONN_KEPT_READ;
     else
@@ -240,8 +248,10 @@ int conn_watch_idle(struct conn_ctx *ctx, int fd)
     struct conn *c = &w->view.conns[fd];
     if (c->flags & CONN_KEPT_READ)
         return 0; /* its last wait left it watched: nothing to do */
+    /* tagged as a wait leaves it (kept_event finds no waiter: the idle
+     * handler), so that a later drained wait needs no re-arm either */
     struct epoll_event ev = {.events = EPOLLET | EPOLLIN | EPOLLRDHUP,
-                             .data.u64 = EV_IDLE | (uint32_t)fd};
+                             .data.u64 = EV_FOREIGN_OF(fd, fd) | EV_KEPT};
     if (epoll_ctl(w->epfd, EPOLL_CTL_MOD, fd, &ev) < 0 &&
         (errno != ENOENT || epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) < 0))
         return -errno;

@@ -537,7 +537,7 @@ static void kept_event(struct worker *w, int fd, uint32_t events)
 static void foreign_event(struct worker *w, uint64_t u, uint32_t events)
 {
     int fd = EV_FD(u);
-    if (unlikely(u & EV_IDLE)) { /* an idle fd (conn_watch_idle): its owner looks */
+    if (unlikely(u & EV_IDLE)) { /* a closed connection's kept fd: its owner looks */
         idle_event(w, fd, events);
         return;
     }
