@@ -14,7 +14,11 @@
  * sub-contexts of the connection (several coroutines for one fd): one
  * answers at once, one waits for the connection to resume it, one sleeps
  * longer than the request timeout (the connection waits for them in no
- * timeout queue); their answers go through the sub-contexts' I/O hooks. */
+ * timeout queue); their answers go through the sub-contexts' I/O hooks.
+ * "kept" waits twice on a socket of its own with conn_wait_fd_kept() and
+ * CONN_WAIT_DRAINED (registered by conn_watch_idle(), then by the first
+ * wait: no re-arm either time), each time for a byte the test sends once
+ * it read "go". */
 #include "test.h"
 
 #include <arpa/inet.h>
@@ -128,6 +132,38 @@ static void multi(struct conn_ctx *ctx)
     strbuf_append(&ctx->out, "multi done\n", 11);
 }
 
+/* The test's end of the "kept" command's socket pair. */
+static _Atomic int kept_peer = -1;
+
+static void kept(struct conn_ctx *ctx)
+{
+    int sp[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sp) < 0) {
+        strbuf_append(&ctx->out, "kept socketpair\n", 16);
+        return;
+    }
+    conn_kept_new(ctx, sp[0]);
+    int idle = conn_watch_idle(ctx, sp[0]);
+    atomic_store(&kept_peer, sp[1]);
+    int r[2];
+    ssize_t n[2];
+    char got[8];
+    for (int i = 0; i < 2; i++) {
+        strbuf_append(&ctx->out, "go\n", 3);
+        conn_flush(ctx);
+        /* nothing to read yet: drained (the test sends once it reads "go") */
+        r[i] = conn_wait_fd_kept(ctx, sp[0], CONN_WAIT_READ | CONN_WAIT_DRAINED, 5000);
+        n[i] = recv(sp[0], got, sizeof(got), MSG_DONTWAIT); /* a short read: drained again */
+    }
+    atomic_store(&kept_peer, -1);
+    conn_kept_close(sp[0]);
+    close(sp[1]);
+    char msg[64];
+    int len =
+        snprintf(msg, sizeof(msg), "kept %d %d %d %d %d\n", idle, r[0], r[1], (int)n[0], (int)n[1]);
+    strbuf_append(&ctx->out, msg, (size_t)len);
+}
+
 static enum conn_verdict line_run(struct conn_ctx *ctx)
 {
     struct line_state *st = conn_state(ctx);
@@ -148,6 +184,11 @@ static enum conn_verdict line_run(struct conn_ctx *ctx)
                 int n = snprintf(msg, sizeof(msg), "slept %d\n", r);
                 strbuf_append(&ctx->out, msg, (size_t)n);
                 conn_flush(ctx);
+                continue;
+            }
+            if (len == 5 && !memcmp(start, "kept", 4)) {
+                ctx->in_pos += len;
+                kept(ctx);
                 continue;
             }
             if (len == 6 && !memcmp(start, "multi", 5)) {
@@ -408,6 +449,23 @@ TEST(a_protocol_that_is_not_http)
     }
     CHECK_EQ_INT(read_n(c, buf, 8), 8);
     CHECK(!memcmp(buf, "slept 4\n", 8));
+    close(c);
+
+    /* a kept fd's drained waits are woken by the bytes that come after
+     * them, with no re-arm between (the registration conn_watch_idle()
+     * made, then the first wait's, serves) */
+    c = client(port);
+    send_str(c, "kept\n");
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_INT(read_n(c, buf, 3), 3);
+        CHECK(!memcmp(buf, "go\n", 3));
+        int peer = atomic_load(&kept_peer);
+        CHECK(peer >= 0);
+        CHECK_EQ_INT(write(peer, "k", 1), 1);
+    }
+    memset(buf, 0, sizeof(buf));
+    CHECK_EQ_INT(read_n(c, buf, 15), 15);
+    CHECK(!memcmp(buf, "kept 0 1 1 1 1\n", 15));
     close(c);
 
     /* a graceful stop wakes a sleeper at once and closes an idle connection */
