@@ -5,7 +5,7 @@
 set -euo pipefail
 
 pkgs_build="gcc cmake ninja-build pkg-config make zlib1g-dev libbrotli-dev libzstd-dev libjansson-dev media-types libsqlite3-dev libseccomp-dev libssl-dev libpcre2-dev libcrypt-dev libnghttp2-dev python3"
-pkgs_test="python3 python3-venv curl nghttp2-client openssl apache2-utils whois prometheus clang-format systemd haproxy chromium chromium-driver faketime logrotate groff-base"
+pkgs_test="python3 python3-venv curl nghttp2-client openssl apache2-utils whois prometheus clang-format systemd haproxy chromium chromium-driver faketime logrotate groff-base php8.2-fpm golang-go"
 pkgs_fuzz="clang libclang-rt-14-dev"
 pkgs_cross="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
 pkgs_bench="wrk nginx-light strace valgrind procps time liburing-dev linux-perf"

@@ -80,6 +80,14 @@ def colibri_tpl_bin():
 PORTS_LO, PORTS_HI = 10000, 32000
 
 
+def require(ok, what):
+    """A real component a test needs, which make test-deps (scripts/deps.sh
+    test) installs: without it the test fails saying so, never skips, so a
+    run that lacks it cannot pass (CI once skipped every FastCGI test)."""
+    if not ok:
+        pytest.fail("%s is not installed: make test-deps (scripts/deps.sh test) installs it" % what)
+
+
 def free_port(host="127.0.0.1"):
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")

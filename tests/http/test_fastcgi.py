@@ -18,11 +18,17 @@ from pathlib import Path
 
 import pytest
 
+from conftest import require
 from rawhttp import TIME_SCALE, RawConn, recv_all, recv_until
 from test_config_errors import check, listener, run_config
 
 FPM = shutil.which("php-fpm8.2") or "/usr/sbin/php-fpm8.2"
-pytestmark = pytest.mark.skipif(not os.path.exists(FPM), reason="php8.2-fpm is not installed")
+
+
+@pytest.fixture(autouse=True)
+def _php_fpm_installed():
+    require(os.path.exists(FPM), "php8.2-fpm")
+
 
 SCRIPTS = {
     "server.php": "<?php header('Content-Type: application/json'); echo json_encode($_SERVER);",

@@ -3,7 +3,7 @@
 h2spec is built once from the Go module proxy by tests/h2spec/build.sh
 into build/h2spec (or beside COLIBRI_BIN when there is no build/), with
 its Go caches there; without a Go toolchain (and no H2SPEC naming a
-binary) the test is skipped. The server answers GET / and
+binary) the test fails (make test-deps installs golang-go). The server answers GET / and
 POST / with 200 and a body, as h2spec needs.
 
 One case is known not to pass over h2c, and why: 3.5/2 "Sends invalid
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, colibri_bin
+from conftest import REPO, colibri_bin, require
 from rawhttp import TIME_SCALE
 
 KNOWN = {"Sends invalid connection preface"}
@@ -37,8 +37,7 @@ def h2spec_bin():
     out = REPO / "build" / "h2spec" if (REPO / "build").is_dir() else colibri_bin().parent / "h2spec"
     exe = out / "h2spec"
     go = shutil.which("go") or ("/usr/local/go/bin/go" if os.path.exists("/usr/local/go/bin/go") else None)
-    if not go:
-        pytest.skip("no Go toolchain to build h2spec with (or set H2SPEC)")
+    require(go, "a Go toolchain to build h2spec with (golang-go; or set H2SPEC)")
     out.mkdir(parents=True, exist_ok=True)
     p = subprocess.run(
         [str(REPO / "tests/h2spec/build.sh"), str(out)],

@@ -66,7 +66,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         up = self.server.up
         with up.lock:
             up.requests += 1
-            if self.connection.session_reused:
+            up.paths.append(self.path)
+            if getattr(self.connection, "session_reused", False):
                 up.resumed += 1
         self.answer(("GET %s host=%s" % (self.path, self.headers.get("Host"))).encode())
 
@@ -82,14 +83,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 
 class TLSUpstream:
+    """An HTTPS upstream with cert's pair (None: plain HTTP)."""
+
     def __init__(self, pki, cert):
         self.lock = threading.Lock()
         self.connections = self.requests = self.resumed = 0
         self.sni = []
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(str(pki / (cert + ".pem")), str(pki / (cert + ".key")))
-        ctx.set_alpn_protocols(["http/1.1"])
-        ctx.sni_callback = lambda sock, name, c: self.sni.append(name) and None
+        self.paths = []
+        self.pki = pki
+        if cert:
+            ctx = self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(str(pki / (cert + ".pem")), str(pki / (cert + ".key")))
+            ctx.set_alpn_protocols(["http/1.1"])
+            ctx.sni_callback = lambda sock, name, c: self.sni.append(name) and None
         up = self
 
         class Srv(http.server.ThreadingHTTPServer):
@@ -104,10 +110,15 @@ class TLSUpstream:
 
         self.srv = Srv(("127.0.0.1", free_port()), Handler)
         self.srv.up = self
-        self.srv.socket = ctx.wrap_socket(self.srv.socket, server_side=True)
+        if cert:
+            self.srv.socket = ctx.wrap_socket(self.srv.socket, server_side=True)
         self.port = self.srv.server_address[1]
         self.thread = threading.Thread(target=self.srv.serve_forever, kwargs={"poll_interval": 0.05})
         self.thread.start()
+
+    def use(self, cert):
+        """New handshakes present cert's pair."""
+        self.ctx.load_cert_chain(str(self.pki / (cert + ".pem")), str(self.pki / (cert + ".key")))
 
     def stop(self):
         self.srv.shutdown()
@@ -286,3 +297,84 @@ def test_under_the_sandbox(make_server, tls_upstream, pki):
         time.sleep(0.05)
     assert request(srv3, "/api/s")[0].status == 502
     assert "certificate verify failed" in srv3.stderr()
+
+
+# --- https:// servers in an upstream group -------------------------------------------
+
+
+def group_front(make_server, servers, **keys):
+    """A proxy to "upstream app" made of servers, the group's extra keys."""
+    text = "upstream app {\n" + "".join("    server %s\n" % v for v in servers)
+    text += "".join("    %s = %s\n" % kv for kv in keys.items())
+    text += "}\nsite {\n    proxy /api {\n        to = app\n    }\n}\n"
+    return make_server(site=text, threads="1")
+
+
+def wait_for(srv, text, timeout=10):
+    import time
+    deadline = time.monotonic() + timeout
+    while text not in srv.stderr():
+        assert time.monotonic() < deadline, (text, srv.stderr())
+        time.sleep(0.05)
+
+
+def test_group_of_https_servers_balanced_and_kept(make_server, tls_upstream, pki):
+    a, b = tls_upstream("good"), tls_upstream("good")
+    srv = group_front(make_server, ["https://127.0.0.1:%d" % a.port, "https://127.0.0.1:%d" % b.port],
+                      tls_ca=pki / "ca.pem")
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=15)
+    for i in range(8):
+        r, body = request(srv, "/api/g%d" % i, conn=c)
+        assert r.status == 200 and body.startswith(b"GET /api/g%d" % i), body
+    c.close()
+    assert (a.requests, b.requests) == (4, 4)  # round robin, weights 1
+    assert (a.connections, b.connections) == (1, 1)  # each server's connection kept, TLS
+
+
+def test_group_mixes_plain_and_https_servers(make_server, tls_upstream, pki):
+    a, b = tls_upstream("good"), tls_upstream(None)
+    srv = group_front(make_server, ["https://127.0.0.1:%d" % a.port, "127.0.0.1:%d" % b.port],
+                      tls_ca=pki / "ca.pem")
+    for i in range(6):
+        r, body = request(srv, "/api/m%d" % i)
+        assert r.status == 200 and body.startswith(b"GET /api/m%d" % i), body
+    assert (a.requests, b.requests) == (3, 3)
+
+
+def test_group_verifies_each_server_and_its_health_check_speaks_tls(make_server, tls_upstream, pki):
+    good, bad = tls_upstream("good"), tls_upstream("untrusted")
+    srv = group_front(make_server, ["https://127.0.0.1:%d" % good.port, "https://127.0.0.1:%d" % bad.port],
+                      tls_ca=pki / "ca.pem", health_check="/healthz", health_interval="100ms")
+    # the check is a GET over TLS: the good server answers it, the other's
+    # certificate fails verification, which puts it down
+    wait_for(srv, "server 127.0.0.1:%d is down (health check /healthz: certificate verify failed" % bad.port)
+    assert "/healthz" in good.paths
+    assert "server 127.0.0.1:%d is down" % good.port not in srv.stderr()
+    for i in range(4):
+        r, body = request(srv, "/api/h%d" % i)
+        assert r.status == 200 and body.startswith(b"GET /api/h%d" % i), body
+    assert bad.requests == 0
+    # a certificate the CA signed: the next check puts the server back
+    bad.use("good")
+    wait_for(srv, "server 127.0.0.1:%d is up (health check /healthz: answered 200)" % bad.port)
+    for i in range(4):
+        assert request(srv, "/api/back%d" % i)[0].status == 200
+    assert any(p.startswith("/api/back") for p in bad.paths), bad.paths
+
+
+@pytest.mark.parametrize(
+    "text, line, key, words",
+    [
+        ("upstream app {\n    server 127.0.0.1:1\n    tls_ca = %(ca)s\n}\n", 4, "tls_ca", ["server https://"]),
+        ("upstream app {\n    server https://127.0.0.1:1/x\n}\n", 3, "server", ["no path"]),
+        ("upstream app {\n    server https://127.0.0.1:1\n    tls_verify = sometimes\n}\n", 4, "tls_verify", []),
+        ("upstream app {\n    server https://127.0.0.1:1\n}\nsite {\n    proxy /api {\n        to = app\n"
+         "        tls_verify = false\n    }\n}\n", 8, "tls_verify", ["upstream 'app'"]),
+        ("site {\n    fastcgi /php {\n        to = https://127.0.0.1:1\n        root = /\n    }\n}\n", 4, "to",
+         ["FastCGI does not go over TLS"]),
+    ],
+)
+def test_group_https_config_errors(tmp_path, pki, text, line, key, words):
+    text = listener() + text % {"ca": pki / "ca.pem"}
+    conf, p = run_config(tmp_path, text)
+    check(p, conf, line, key, words)

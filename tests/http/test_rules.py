@@ -762,8 +762,8 @@ def test_metrics_scraped_by_prometheus(make_server, tmp_path):
     """Prometheus itself scrapes colibri; its HTTP API gives back the count."""
     import json
     import urllib.request
-    if not shutil.which("prometheus"):
-        pytest.skip("no prometheus")
+    from conftest import require
+    require(shutil.which("prometheus"), "prometheus")
     s = metrics_server(make_server)
     for _ in range(7):
         assert get(s, "/nope").status == 404

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import free_port
+from conftest import free_port, require
 from rawhttp import TIME_SCALE, RawConn, request
 from test_proxy import Upstream
 
@@ -168,7 +168,7 @@ def test_headers_on_the_502_of_an_upstream_down(make_server, tmp_path):
 
 def test_headers_on_proxied_answers_over_http2(make_server, tmp_path, upstream):
     if not shutil.which("curl"):
-        pytest.skip("no curl")
+        require(False, "curl")
     srv = proxy_server(make_server, tmp_path, "http://" + upstream.addr)
     p = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "-D", "-", "-o", "/dev/null",
                         "--max-time", str(int(20 * TIME_SCALE)), "http://127.0.0.1:%d/api/headers" % srv.port],
@@ -248,7 +248,7 @@ def fpm(tmp_path):
     """A PHP-FPM of the test's own (expose_php is on without a php.ini: PHP
     sends X-Powered-By, the header the README's example removes)."""
     if not os.path.exists(FPM):
-        pytest.skip("php8.2-fpm is not installed")
+        require(False, "php8.2-fpm")
     www = tmp_path / "www"
     for name, text in SCRIPTS.items():
         p = www / name

@@ -78,6 +78,9 @@ static int load(struct colibri_server *srv, struct colibri_conf *sec, struct fcg
                                   sizeof(why)))
             return colibri_conf_error(to, err, errlen, "%s", why);
     }
+    if (fr->up->https)
+        return colibri_conf_error(to, err, errlen,
+                                  "FastCGI does not go over TLS: '%s' has an https:// server", v);
     if (!(c = colibri_conf_take(sec, "root")))
         return colibri_conf_error(sec, err, errlen, "needs 'root = FOLDER'");
     char real[PATH_MAX];

@@ -596,8 +596,8 @@ int proxy_handler(struct colibri_request *req, struct colibri_response *resp, vo
         fresh_retry = false;
         if (j->fd < 0) {
             int fd = gw_connect(ctx, s, pr->connect_ms);
-            if (fd >= 0 && up->tls)
-                fd = gw_tls_connect(ctx, up->tls, s->text, fd, pr->connect_ms);
+            if (fd >= 0 && s->tls)
+                fd = gw_tls_connect(ctx, s->tls, s->text, fd, pr->connect_ms);
             if (fd < 0) {
                 job_release_server(j);
                 if (fd == -ECANCELED)

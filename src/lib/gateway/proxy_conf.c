@@ -42,58 +42,21 @@ static int take_bool(struct colibri_conf *sec, const char *key, bool *out, char 
 }
 
 /* tls_verify, tls_ca, tls_server_name: for a "to = https://..." upstream,
- * whose client context is made here. */
+ * whose client context is made here; a named group has its own. */
 static int take_tls(struct colibri_server *srv, struct colibri_conf *sec, struct colibri_conf *to,
                     struct proxy_route *pr, char *err, size_t errlen)
 {
+    if (pr->own_up)
+        return gw_upstream_tls(srv, sec, to, pr->up, "needs 'to = https://HOST:PORT'", err, errlen);
     static const char *const keys[] = {"tls_verify", "tls_ca", "tls_server_name"};
-    struct colibri_conf *c[3];
-    for (int i = 0; i < 3; i++)
-        c[i] = colibri_conf_take(sec, keys[i]);
-    bool https = pr->own_up && pr->up->https;
-    for (int i = 0; i < 3; i++)
-        if (c[i] && !https)
-            return colibri_conf_error(c[i], err, errlen, "needs 'to = https://HOST:PORT'");
-    if (!https)
-        return 0;
-    bool verify = true;
-    const char *ca = NULL, *name = NULL;
-    int r;
-    if (c[0] && (r = colibri_conf_bool(c[0], &verify, err, errlen)))
-        return r;
-    if (c[1]) {
-        ca = colibri_conf_value(c[1]);
-        if (!verify)
-            return colibri_conf_error(c[1], err, errlen, "has no use with 'tls_verify = false'");
-        if (!*ca || access(ca, R_OK))
-            return colibri_conf_error(c[1], err, errlen, "'%s': %s", ca,
-                                      *ca ? strerror(errno) : "expected a file");
+    for (int i = 0; i < 3; i++) {
+        struct colibri_conf *c = colibri_conf_take(sec, keys[i]);
+        if (c)
+            return colibri_conf_error(c, err, errlen,
+                                      "'to' names the upstream '%s': this key goes in its "
+                                      "section, beside its 'server https://...' lines",
+                                      pr->up->name);
     }
-    if (c[2]) {
-        name = colibri_conf_value(c[2]);
-        size_t n = strlen(name);
-        bool ok = n > 0 && n < 254;
-        for (const char *q = name; *q && ok; q++)
-            ok = (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') ||
-                 *q == '.' || *q == '-' || *q == ':' || *q == '_';
-        if (!ok)
-            return colibri_conf_error(c[2], err, errlen, "'%s': expected a host name", name);
-    }
-    char why[512];
-    /* the CAs are read now; the system's folder also while verifying
-     * (OpenSSL looks certificates up there by hash): the sandbox lets them */
-    if (ca && colibri_server_allow_path(srv, ca, COLIBRI_PATH_READ, why, sizeof(why)))
-        return colibri_conf_error(c[1], err, errlen, "%s", why);
-    if (verify && !ca) {
-        const char *paths[2];
-        gw_tls_default_paths(&paths[0], &paths[1]);
-        for (int i = 0; i < 2; i++)
-            if (paths[i] && !access(paths[i], R_OK) &&
-                colibri_server_allow_path(srv, paths[i], COLIBRI_PATH_READ, why, sizeof(why)))
-                return colibri_conf_error(to, err, errlen, "%s", why);
-    }
-    if (gw_tls_new(&pr->up->tls, pr->up->tls_host, verify, ca, name, why, sizeof(why)))
-        return colibri_conf_error(c[1] ? c[1] : to, err, errlen, "%s", why);
     return 0;
 }
 

@@ -360,6 +360,16 @@ static uint64_t mono_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* Whether an answer's first got bytes (at least a status line's 12, buf
+ * has room for one more) say 2xx or 3xx. */
+static bool answered(char *buf, size_t got, char *why, size_t whylen)
+{
+    buf[got] = '\0';
+    int st = got >= 12 && !memcmp(buf, "HTTP/1.", 7) && buf[8] == ' ' ? atoi(buf + 9) : 0;
+    snprintf(why, whylen, "answered %d", st);
+    return st >= 200 && st < 400;
+}
+
 /* One GET of the check's path, blocking with poll() against a deadline:
  * whether it answered 2xx or 3xx. */
 static bool check_one(const struct gw_upstream *up, const struct gw_server *s, int timeout_ms,
@@ -381,6 +391,14 @@ static bool check_one(const struct gw_upstream *up, const struct gw_server *s, i
     snprintf(why, whylen, "timed out");
     if (connect(fd, (const struct sockaddr *)&s->addr, s->addr_len) < 0 && errno != EINPROGRESS) {
         snprintf(why, whylen, "connect: %s", strerror(errno));
+        goto out;
+    }
+    if (s->tls) { /* https://: the same exchange over TLS */
+        char ans[512];
+        ssize_t r = gw_tls_check(s->tls, fd, up->stop_fd, deadline, buf, (size_t)n, ans,
+                                 sizeof(ans) - 1, why, whylen);
+        if (r > 0)
+            ok = answered(ans, (size_t)r, why, whylen);
         goto out;
     }
     for (;;) {
@@ -416,10 +434,7 @@ static bool check_one(const struct gw_upstream *up, const struct gw_server *s, i
         memcpy(buf + got, rb, take);
         got += take;
         if (got >= 12) {
-            buf[got] = '\0';
-            int st = !memcmp(buf, "HTTP/1.", 7) && buf[8] == ' ' ? atoi(buf + 9) : 0;
-            ok = st >= 200 && st < 400;
-            snprintf(why, whylen, "answered %d", st);
+            ok = answered(buf, got, why, whylen);
             goto out;
         }
     }
@@ -496,10 +511,11 @@ void gw_upstream_free(void *arg)
         }
         free(sl);
     }
+    for (unsigned i = 0; i < up->n; i++)
+        gw_tls_free(up->servers[i].tls);
     free(up->servers);
     free(up->hash_header);
     free(up->health_check);
-    gw_tls_free(up->tls);
     free(up->name);
     free(up);
 }

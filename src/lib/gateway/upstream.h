@@ -47,6 +47,8 @@ struct gw_server {
     char host[112]; /* the Host an upstream request names it by */
     unsigned weight;
     bool backup;
+    bool https;         /* "https://HOST:PORT": spoken to over TLS */
+    struct gw_tls *tls; /* https: its client context (uptls.h), freed with the group */
     /* passive health: failures counted since fail_since; down until then */
     _Atomic uint32_t fails;
     _Atomic uint64_t fail_since_ms, down_until_ms;
@@ -72,9 +74,7 @@ struct gw_upstream {
     unsigned max_fails;
     uint64_t fail_timeout_ms;
     char *health_check; /* a path, or NULL */
-    bool https;         /* "to = https://...": tls_host is its host */
-    char tls_host[256];
-    struct gw_tls *tls; /* https: the client context (uptls.h), freed with the group */
+    bool https;         /* a server is https:// */
     uint64_t health_interval_ms;
     struct gw_worker_slot *slots[GW_WORKERS_MAX];
     /* the active check's thread */
@@ -92,6 +92,14 @@ int gw_upstream_from_config(struct colibri_conf *sec, struct gw_upstream **out, 
  * HOST:PORT): 0 or -EINVAL with err naming the key. */
 int gw_upstream_single(struct colibri_conf *to, const char *addr, struct gw_upstream **out,
                        char *err, size_t errlen);
+/* The keys tls_verify, tls_ca and tls_server_name taken from sec, and a
+ * client context made for each https:// server of up with them (the CA
+ * files allowed to the sandbox). Keys where up has no https:// server are
+ * errors saying needs; anchor is the line a context's failure names when
+ * no key does. 0 or -EINVAL with err. */
+int gw_upstream_tls(struct colibri_server *srv, struct colibri_conf *sec,
+                    struct colibri_conf *anchor, struct gw_upstream *up, const char *needs,
+                    char *err, size_t errlen);
 /* Starts the active health check's thread (if the group has one). */
 int gw_upstream_start(struct gw_upstream *up, char *err, size_t errlen);
 void gw_upstream_free(void *up);

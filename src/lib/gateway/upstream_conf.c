@@ -11,9 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include "base/common.h"
 #include "base/log.h"
+#include "gateway/uptls.h"
 #include "server/builtin.h"
 
 /* --- addresses ------------------------------------------------------------------ */
@@ -78,6 +80,30 @@ bad:
     return -EINVAL;
 }
 
+/* An address with an optional scheme: "http://HOST[:PORT]" (port 80),
+ * "https://HOST[:PORT]" (443; the server is spoken to over TLS), or one
+ * of parse_addr's. schemed: whether it had one. 0, or -EINVAL with why. */
+static int parse_url(const char *a, struct gw_server *s, bool *schemed, char *why, size_t whylen)
+{
+    bool https = !strncmp(a, "https://", 8);
+    *schemed = https || !strncmp(a, "http://", 7);
+    if (!*schemed)
+        return parse_addr(a, s, why, whylen);
+    const char *h = a + (https ? 8 : 7);
+    if (strchr(h, '/') || strchr(h, '?'))
+        return snprintf(why, whylen, "'%s': no path after the address", a), -EINVAL;
+    char withport[300];
+    if (h[0] != '[' ? !strchr(h, ':') : !strstr(h, "]:")) {
+        snprintf(withport, sizeof(withport), "%s:%s", h, https ? "443" : "80");
+        h = withport;
+    }
+    if (https && strlen(h) >= sizeof(s->text))
+        return snprintf(why, whylen, "'%s': host name too long", a), -EINVAL;
+    int r = parse_addr(h, s, why, whylen);
+    s->https = https && !r;
+    return r;
+}
+
 /* --- config ---------------------------------------------------------------------- */
 
 static struct gw_upstream *new_group(const char *name, unsigned n)
@@ -132,11 +158,13 @@ static int load_server(struct gw_upstream *up, struct colibri_conf *c, char *err
     struct gw_server *s = &up->servers[up->n];
     char why[512];
     const char *v = colibri_conf_value(c);
+    bool schemed;
     if (!v[0] || strchr(v, ' '))
         return colibri_conf_error(c, err, errlen,
                                   "expected 'server ADDRESS' or 'server ADDRESS { weight = N }'");
-    if (parse_addr(v, s, why, sizeof(why)))
+    if (parse_url(v, s, &schemed, why, sizeof(why)))
         return colibri_conf_error(c, err, errlen, "%s", why);
+    up->https = up->https || s->https;
     s->weight = 1;
     int r = take_uint(c, "weight", 1, 1000, &s->weight, err, errlen);
     struct colibri_conf *b = colibri_conf_take(c, "backup");
@@ -244,46 +272,91 @@ int gw_upstream_single(struct colibri_conf *to, const char *addr, struct gw_upst
     if (!up)
         return colibri_conf_error(to, err, errlen, "out of memory");
     char why[512];
-    const char *a = addr;
-    bool https = !strncmp(a, "https://", 8);
-    if (https || !strncmp(a, "http://", 7)) {
-        a += https ? 8 : 7;
-        if (strchr(a, '/') || strchr(a, '?'))
-            return gw_upstream_free(up),
-                   colibri_conf_error(to, err, errlen, "'%s': no path after the address", addr);
-        /* http://host without a port: 80, https://host: 443 */
-        char withport[300];
-        if (a[0] != '[' ? !strchr(a, ':') : !strstr(a, "]:")) {
-            snprintf(withport, sizeof(withport), "%s:%s", a, https ? "443" : "80");
-            a = withport;
-        }
-        if (parse_addr(a, &up->servers[0], why, sizeof(why))) {
-            gw_upstream_free(up);
-            return colibri_conf_error(to, err, errlen, "%s", why);
-        }
-        if (https) {
-            /* the host's name (an address: without its brackets) for SNI and verification */
-            const char *h = a[0] == '[' ? a + 1 : a;
-            size_t hl = a[0] == '[' ? strcspn(h, "]") : strcspn(h, ":");
-            if (hl >= sizeof(up->tls_host)) {
-                gw_upstream_free(up);
-                return colibri_conf_error(to, err, errlen, "'%s': host name too long", addr);
-            }
-            memcpy(up->tls_host, h, hl);
-            up->tls_host[hl] = '\0';
-            up->https = true;
-        }
-    } else if (parse_addr(a, &up->servers[0], why, sizeof(why))) {
+    bool schemed;
+    if (parse_url(addr, &up->servers[0], &schemed, why, sizeof(why))) {
         gw_upstream_free(up);
+        if (schemed)
+            return colibri_conf_error(to, err, errlen, "%s", why);
         return colibri_conf_error(to, err, errlen,
                                   "'%s' is neither an upstream's name nor an address "
                                   "(http://HOST:PORT, HOST:PORT or unix:/PATH)",
                                   addr);
     }
+    up->https = up->servers[0].https;
     up->servers[0].weight = 1;
     up->n = 1;
     gw_stats_register(up);
     *out = up;
+    return 0;
+}
+
+/* The host of a server's "HOST:PORT" or "[V6]:PORT": its TLS name. */
+static void host_of(const char *text, char *out, size_t cap)
+{
+    const char *h = text[0] == '[' ? text + 1 : text;
+    size_t n = strcspn(h, text[0] == '[' ? "]" : ":");
+    snprintf(out, cap, "%.*s", (int)n, h);
+}
+
+int gw_upstream_tls(struct colibri_server *srv, struct colibri_conf *sec,
+                    struct colibri_conf *anchor, struct gw_upstream *up, const char *needs,
+                    char *err, size_t errlen)
+{
+    static const char *const keys[] = {"tls_verify", "tls_ca", "tls_server_name"};
+    struct colibri_conf *c[3];
+    for (int i = 0; i < 3; i++)
+        c[i] = colibri_conf_take(sec, keys[i]);
+    for (int i = 0; i < 3; i++)
+        if (c[i] && !up->https)
+            return colibri_conf_error(c[i], err, errlen, "%s", needs);
+    if (!up->https)
+        return 0;
+    bool verify = true;
+    const char *ca = NULL, *name = NULL;
+    int r;
+    if (c[0] && (r = colibri_conf_bool(c[0], &verify, err, errlen)))
+        return r;
+    if (c[1]) {
+        ca = colibri_conf_value(c[1]);
+        if (!verify)
+            return colibri_conf_error(c[1], err, errlen, "has no use with 'tls_verify = false'");
+        if (!*ca || access(ca, R_OK))
+            return colibri_conf_error(c[1], err, errlen, "'%s': %s", ca,
+                                      *ca ? strerror(errno) : "expected a file");
+    }
+    if (c[2]) {
+        name = colibri_conf_value(c[2]);
+        size_t n = strlen(name);
+        bool ok = n > 0 && n < 254;
+        for (const char *q = name; *q && ok; q++)
+            ok = (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') ||
+                 *q == '.' || *q == '-' || *q == ':' || *q == '_';
+        if (!ok)
+            return colibri_conf_error(c[2], err, errlen, "'%s': expected a host name", name);
+    }
+    char why[512];
+    /* the CAs are read now; the system's folder also while verifying
+     * (OpenSSL looks certificates up there by hash): the sandbox lets them */
+    if (ca && colibri_server_allow_path(srv, ca, COLIBRI_PATH_READ, why, sizeof(why)))
+        return colibri_conf_error(c[1], err, errlen, "%s", why);
+    if (verify && !ca) {
+        const char *paths[2];
+        gw_tls_default_paths(&paths[0], &paths[1]);
+        for (int i = 0; i < 2; i++)
+            if (paths[i] && !access(paths[i], R_OK) &&
+                colibri_server_allow_path(srv, paths[i], COLIBRI_PATH_READ, why, sizeof(why)))
+                return colibri_conf_error(anchor, err, errlen, "%s", why);
+    }
+    /* a context per server: its own name, and its own latest session to resume */
+    for (unsigned i = 0; i < up->n; i++) {
+        struct gw_server *s = &up->servers[i];
+        char host[sizeof(s->text)];
+        if (!s->https)
+            continue;
+        host_of(s->text, host, sizeof(host));
+        if (gw_tls_new(&s->tls, host, verify, ca, name, why, sizeof(why)))
+            return colibri_conf_error(c[1] ? c[1] : anchor, err, errlen, "%s", why);
+    }
     return 0;
 }
 
@@ -303,6 +376,11 @@ static int from_config(struct colibri_server *srv, struct colibri_conf *sec, cha
             gw_upstream_free(up);
             return colibri_conf_error(sec, err, errlen, "%s", why);
         }
+    r = gw_upstream_tls(srv, sec, sec, up, "needs a 'server https://HOST:PORT'", err, errlen);
+    if (r) {
+        gw_upstream_free(up);
+        return r;
+    }
     r = builtin_keep(srv, "upstream", up->name, up, gw_upstream_free);
     if (r == -EEXIST) {
         gw_upstream_free(up);

@@ -16,10 +16,12 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "base/log.h"
 
@@ -161,21 +163,10 @@ static int want(SSL *ssl, int r)
     }
 }
 
-int gw_tls_connect(struct conn_ctx *ctx, struct gw_tls *t, const char *text, int fd, int timeout_ms)
+/* A new connection's names (SNI for a name, not for an address literal;
+ * the name or address verified) and the session it offers. */
+static void setup(SSL *ssl, struct gw_tls *t)
 {
-    if ((size_t)fd >= tab_cap) {
-        close(fd);
-        return -EMFILE;
-    }
-    ERR_clear_error();
-    SSL *ssl = SSL_new(t->ctx);
-    if (!ssl || !SSL_set_fd(ssl, fd)) {
-        SSL_free(ssl);
-        close(fd);
-        ERR_clear_error();
-        return -ENOMEM;
-    }
-    /* SNI for a name, not for an address literal */
     bool literal = strspn(t->name, "0123456789.") == strlen(t->name) || strchr(t->name, ':');
     if (!literal)
         SSL_set_tlsext_host_name(ssl, t->name);
@@ -190,6 +181,37 @@ int gw_tls_connect(struct conn_ctx *ctx, struct gw_tls *t, const char *text, int
         SSL_set_session(ssl, t->sess);
     pthread_mutex_unlock(&t->lock);
     SSL_set_connect_state(ssl);
+}
+
+/* Why a handshake failed with SSL error e. */
+static void handshake_failed(SSL *ssl, const struct gw_tls *t, int e, char *why, size_t whylen)
+{
+    long v = SSL_get_verify_result(ssl);
+    if (v != X509_V_OK)
+        snprintf(why, whylen, "certificate verify failed: %s (verified name %s)",
+                 X509_verify_cert_error_string(v), t->name);
+    else if (e == SSL_ERROR_SYSCALL)
+        snprintf(why, whylen, "%s", errno ? strerror(errno) : "connection closed");
+    else
+        ERR_error_string_n(ERR_peek_last_error(), why, whylen);
+    ERR_clear_error();
+}
+
+int gw_tls_connect(struct conn_ctx *ctx, struct gw_tls *t, const char *text, int fd, int timeout_ms)
+{
+    if ((size_t)fd >= tab_cap) {
+        close(fd);
+        return -EMFILE;
+    }
+    ERR_clear_error();
+    SSL *ssl = SSL_new(t->ctx);
+    if (!ssl || !SSL_set_fd(ssl, fd)) {
+        SSL_free(ssl);
+        close(fd);
+        ERR_clear_error();
+        return -ENOMEM;
+    }
+    setup(ssl, t);
     for (;;) {
         ERR_clear_error();
         int r = SSL_connect(ssl);
@@ -207,15 +229,7 @@ int gw_tls_connect(struct conn_ctx *ctx, struct gw_tls *t, const char *text, int
             continue;
         }
         char why[512];
-        long v = SSL_get_verify_result(ssl);
-        if (v != X509_V_OK)
-            snprintf(why, sizeof(why), "certificate verify failed: %s (verified name %s)",
-                     X509_verify_cert_error_string(v), t->name);
-        else if (e == SSL_ERROR_SYSCALL)
-            snprintf(why, sizeof(why), "%s", errno ? strerror(errno) : "connection closed");
-        else
-            ERR_error_string_n(ERR_peek_last_error(), why, sizeof(why));
-        ERR_clear_error();
+        handshake_failed(ssl, t, e, why, sizeof(why));
         LOG_LIMITED(LOG_WARN, "proxy: upstream %s: TLS handshake failed: %s", text, why);
         SSL_free(ssl);
         close(fd);
@@ -223,6 +237,70 @@ int gw_tls_connect(struct conn_ctx *ctx, struct gw_tls *t, const char *text, int
     }
     tab[fd] = ssl;
     return fd;
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+ssize_t gw_tls_check(struct gw_tls *t, int fd, int stop_fd, uint64_t deadline_ms, const char *req,
+                     size_t n, char *buf, size_t cap, char *why, size_t whylen)
+{
+    ERR_clear_error();
+    SSL *ssl = SSL_new(t->ctx);
+    if (!ssl || !SSL_set_fd(ssl, fd)) {
+        SSL_free(ssl);
+        ERR_clear_error();
+        snprintf(why, whylen, "out of memory");
+        return -1;
+    }
+    setup(ssl, t);
+    enum { SHAKE, SEND, READ } step = SHAKE;
+    size_t sent = 0, got = 0;
+    bool done = false;
+    snprintf(why, whylen, "timed out");
+    while (!done) {
+        size_t k = 0;
+        ERR_clear_error();
+        int r = step == SHAKE  ? SSL_connect(ssl)
+                : step == SEND ? SSL_write_ex(ssl, req + sent, n - sent, &k)
+                               : SSL_read_ex(ssl, buf + got, cap - got, &k);
+        if (r == 1) {
+            if (step == SHAKE)
+                step = SEND;
+            else if (step == SEND && (sent += k) == n)
+                step = READ;
+            else if (step == READ)
+                done = (got += k) >= 12 || got == cap; /* a status line */
+            continue;
+        }
+        int e = SSL_get_error(ssl, r);
+        if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
+            if (step == SHAKE)
+                handshake_failed(ssl, t, e, why, whylen);
+            else if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && !errno))
+                snprintf(why, whylen, "closed without an answer");
+            else
+                snprintf(why, whylen, "%s", e == SSL_ERROR_SYSCALL ? strerror(errno) : "TLS error");
+            break;
+        }
+        uint64_t now = mono_ms();
+        if (now >= deadline_ms)
+            break;
+        struct pollfd p[2] = {{.fd = fd, .events = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT},
+                              {.fd = stop_fd, .events = POLLIN}};
+        int pr = poll(p, 2, (int)(deadline_ms - now));
+        if ((pr < 0 && errno != EINTR) || (pr > 0 && p[1].revents))
+            break;
+    }
+    ERR_clear_error();
+    if (got && SSL_shutdown(ssl) < 0) /* close_notify: the session stays resumable */
+        ERR_clear_error();
+    SSL_free(ssl);
+    return got ? (ssize_t)got : -1;
 }
 
 bool gw_tls_on(int fd)
@@ -373,6 +451,13 @@ int gw_tls_connect(struct conn_ctx *ctx, struct gw_tls *t, const char *text, int
     (void)ctx, (void)t, (void)text, (void)timeout_ms;
     close(fd);
     return -EPROTO;
+}
+ssize_t gw_tls_check(struct gw_tls *t, int fd, int stop_fd, uint64_t deadline_ms, const char *req,
+                     size_t n, char *buf, size_t cap, char *why, size_t whylen)
+{
+    (void)t, (void)fd, (void)stop_fd, (void)deadline_ms, (void)req, (void)n, (void)buf, (void)cap;
+    snprintf(why, whylen, "no TLS in this build");
+    return -1;
 }
 bool gw_tls_on(int fd)
 {

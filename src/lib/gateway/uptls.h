@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -33,6 +34,14 @@ void gw_tls_default_paths(const char **file, const char **dir);
  * handshake or the verification failed, logged with why). */
 int gw_tls_connect(struct conn_ctx *ctx, struct gw_tls *t, const char *text, int fd,
                    int timeout_ms);
+
+/* The active health check's exchange on fd, a socket connecting without
+ * blocking (upstream.c): the handshake, the n bytes of req sent, then the
+ * answer read into buf until it holds a status line (12 bytes) or cap;
+ * each step waits with poll() until deadline_ms (CLOCK_MONOTONIC) or until
+ * stop_fd is readable. The bytes read, or -1 with why. fd stays open. */
+ssize_t gw_tls_check(struct gw_tls *t, int fd, int stop_fd, uint64_t deadline_ms, const char *req,
+                     size_t n, char *buf, size_t cap, char *why, size_t whylen);
 
 /* Whether fd has a TLS session (gw_tls_connect), and its I/O; the
  * waits as upio.h's. */
