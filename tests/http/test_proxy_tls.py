@@ -312,7 +312,8 @@ def group_front(make_server, servers, **keys):
 
 def wait_for(srv, text, timeout=10):
     import time
-    deadline = time.monotonic() + timeout
+    from rawhttp import TIME_SCALE
+    deadline = time.monotonic() + timeout * TIME_SCALE
     while text not in srv.stderr():
         assert time.monotonic() < deadline, (text, srv.stderr())
         time.sleep(0.05)
