@@ -706,6 +706,29 @@ def test_active_health_check(make_server, upstreams):
     assert time.monotonic() - t < 0.5
 
 
+def test_health_checks_run_only_for_a_serving_config(make_server, upstreams, tmp_path):
+    """--check-config starts no health check (nothing connects, nothing is
+    logged); the same config, served, checks at once."""
+    a = upstreams("A")
+    text = (listener() + "upstream app {\n    server %s\n    server 127.0.0.1:%d\n    health_check = /healthz\n"
+            "    health_interval = 100ms\n}\n" % (a.addr, free_port())
+            + proxy_site(one_proxy("app", strip_prefix="true")))
+    conf = tmp_path / "checked.conf"
+    conf.write_text(text)
+    p = subprocess.run([str(colibri_bin()), "--check-config", "-c", str(conf)], capture_output=True, timeout=30)
+    assert p.returncode == 0 and p.stdout.decode().strip() == "%s: ok" % conf, p
+    assert p.stderr == b"", p.stderr
+    time.sleep(0.3)
+    assert a.hits("/healthz") == 0
+    srv = make_server(site=proxy_site(one_proxy("app", strip_prefix="true"),
+                                      "upstream app {\n    server %s\n    health_check = /healthz\n"
+                                      "    health_interval = 100ms\n}\n" % a.addr))
+    deadline = time.monotonic() + 5 * TIME_SCALE
+    while a.hits("/healthz") == 0:
+        assert time.monotonic() < deadline, srv.stderr()
+        time.sleep(0.05)
+
+
 def urlopen_code(up, path):
     c = http.client.HTTPConnection("127.0.0.1", up.port, timeout=5)
     c.request("GET", path)

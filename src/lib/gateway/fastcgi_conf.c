@@ -146,8 +146,8 @@ static int load(struct colibri_server *srv, struct colibri_conf *sec, struct fcg
         return r;
     if (fr->static_files && files_open(srv, fr->prefix, real, &fr->files, why, sizeof(why)))
         return colibri_conf_error(sec, err, errlen, "%s", why);
-    if (!fr->own_up && gw_upstream_start(fr->up, why, sizeof(why)))
-        return colibri_conf_error(sec, err, errlen, "%s", why);
+    if (!fr->own_up)
+        gw_upstream_use(fr->up);
     return 0;
 }
 

@@ -113,13 +113,13 @@ static int from_config(struct colibri_server *srv, struct colibri_conf *sec, cha
         r = colibri_conf_size(c, &pr->max_body, err, errlen);
     if (!r)
         r = take_tls(srv, sec, to, pr, err, errlen);
-    char why[256];
-    if (!r && pr->up && !pr->own_up && gw_upstream_start(pr->up, why, sizeof(why)))
-        r = colibri_conf_error(sec, err, errlen, "%s", why);
+    if (!r && pr->up && !pr->own_up)
+        gw_upstream_use(pr->up);
     if (r) {
         route_free(pr);
         return r;
     }
+    char why[256];
     if (colibri_server_add_route(srv, prefix, &proxy_h, pr, route_free, why, sizeof(why)))
         return colibri_conf_error(sec, err, errlen, "%s", why);
     return 0;

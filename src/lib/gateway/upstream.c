@@ -470,19 +470,25 @@ static void *check_thread(void *arg)
     }
 }
 
-int gw_upstream_start(struct gw_upstream *up, char *err, size_t errlen)
+void gw_upstream_use(struct gw_upstream *up)
 {
-    if (!up->health_check || up->thread_started)
-        return 0;
+    up->used = true;
+}
+
+void gw_upstream_live(void *arg)
+{
+    struct gw_upstream *up = arg;
+    if (!up->used || !up->health_check || up->thread_started)
+        return;
     up->stop_fd = eventfd(0, EFD_CLOEXEC);
     up->thread = malloc(sizeof(pthread_t));
     if (up->stop_fd < 0 || !up->thread ||
         thread_start_helper((pthread_t *)up->thread, check_thread, up) != 0) {
-        snprintf(err, errlen, "upstream %s: cannot start its health check thread", up->name);
-        return -ENOMEM;
+        /* the servers count as up: the passive marks still apply */
+        log_msg(LOG_ERROR, "upstream %s: cannot start its health check thread", up->name);
+        return;
     }
     up->thread_started = true;
-    return 0;
 }
 
 void gw_upstream_free(void *arg)

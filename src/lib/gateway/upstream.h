@@ -78,6 +78,7 @@ struct gw_upstream {
     uint64_t health_interval_ms;
     struct gw_worker_slot *slots[GW_WORKERS_MAX];
     /* the active check's thread */
+    bool used; /* gw_upstream_use() */
     bool thread_started;
     int stop_fd;                    /* eventfd: the thread's stop */
     void *thread;                   /* pthread_t, allocated */
@@ -100,8 +101,12 @@ int gw_upstream_single(struct colibri_conf *to, const char *addr, struct gw_upst
 int gw_upstream_tls(struct colibri_server *srv, struct colibri_conf *sec,
                     struct colibri_conf *anchor, struct gw_upstream *up, const char *needs,
                     char *err, size_t errlen);
-/* Starts the active health check's thread (if the group has one). */
-int gw_upstream_start(struct gw_upstream *up, char *err, size_t errlen);
+/* A route sends requests to the group: its active health check (if it
+ * has one) is to run. */
+void gw_upstream_use(struct gw_upstream *up);
+/* The generation serves (builtin_keep's live_fn): the health check's
+ * thread starts if a route uses the group. */
+void gw_upstream_live(void *up);
 void gw_upstream_free(void *up);
 
 /* The server for a request, or -1 when none is up: neither one in tried

@@ -381,7 +381,7 @@ static int from_config(struct colibri_server *srv, struct colibri_conf *sec, cha
         gw_upstream_free(up);
         return r;
     }
-    r = builtin_keep(srv, "upstream", up->name, up, gw_upstream_free);
+    r = builtin_keep(srv, "upstream", up->name, up, gw_upstream_free, gw_upstream_live);
     if (r == -EEXIST) {
         gw_upstream_free(up);
         return colibri_conf_error(sec, err, errlen, "upstream '%s' is defined twice",

@@ -23,11 +23,13 @@ struct server_kept {
     char *kind, *name;
     void *obj;
     void (*free_fn)(void *);
+    void (*live_fn)(void *);
+    bool live;
     struct server_kept *next;
 };
 
 int builtin_keep(struct colibri_server *srv, const char *kind, const char *name, void *obj,
-                 void (*free_fn)(void *))
+                 void (*free_fn)(void *), void (*live_fn)(void *))
 {
     if (builtin_find(srv, kind, name))
         return -EEXIST;
@@ -38,9 +40,23 @@ int builtin_keep(struct colibri_server *srv, const char *kind, const char *name,
         free(k);
         return -ENOMEM;
     }
-    *k = (struct server_kept){k->kind, k->name, obj, free_fn, srv->kept};
+    *k = (struct server_kept){.kind = k->kind,
+                              .name = k->name,
+                              .obj = obj,
+                              .free_fn = free_fn,
+                              .live_fn = live_fn,
+                              .next = srv->kept};
     srv->kept = k;
     return 0;
+}
+
+void builtin_live(struct colibri_server *srv)
+{
+    for (struct server_kept *k = srv->kept; k; k = k->next)
+        if (k->live_fn && !k->live) {
+            k->live = true;
+            k->live_fn(k->obj);
+        }
 }
 
 void *builtin_find(struct colibri_server *srv, const char *kind, const char *name)

@@ -16,11 +16,16 @@
 /* Objects a module shares between its routes for the life of the server's
  * config generation (a gateway's upstream groups: their pools and health),
  * kept under (kind, name) and freed (free_fn) after the routes, at a
- * reload when the generation retires. builtin_keep: 0, -EEXIST (the name
- * is taken) or -ENOMEM (nothing kept, obj not freed). */
+ * reload when the generation retires. live_fn (or NULL) runs once when the
+ * generation starts serving: what must not run for a config that is only
+ * checked (--check-config) or that a reload refuses (a health check's
+ * thread). builtin_keep: 0, -EEXIST (the name is taken) or -ENOMEM
+ * (nothing kept, obj not freed). */
 int builtin_keep(struct colibri_server *srv, const char *kind, const char *name, void *obj,
-                 void (*free_fn)(void *));
+                 void (*free_fn)(void *), void (*live_fn)(void *));
 void *builtin_find(struct colibri_server *srv, const char *kind, const char *name);
+/* The generation starts serving: each kept object's live_fn, once. */
+void builtin_live(struct colibri_server *srv);
 /* The kept objects freed (the server's routes went first). */
 void builtin_release(struct colibri_server *srv);
 

@@ -21,6 +21,7 @@
 #include "base/log.h"
 #include "http/metrics.h"
 #include "config/config.h"
+#include "server/builtin.h"
 #include "server/server.h"
 #include "server/systemd.h"
 
@@ -380,6 +381,7 @@ static int publish(struct colibri_server *srv, struct colibri_server *next, stru
     next->n_listeners = 0;
 
     server_finish_http(next, srv, table);
+    builtin_live(next); /* its health checks start: it serves from now on */
     /* what only the reload needed (its sites' logs go with its generation) */
     logs_release_top(&next->logs);
 

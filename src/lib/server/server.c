@@ -669,6 +669,8 @@ int colibri_server_run(struct colibri_server *srv, char *err, size_t errlen)
     sigaddset(&block, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &block, &old);
     r = control_start(srv, err, errlen);
+    if (!r) /* inside the sandbox: what the modules start for serving (health checks) */
+        builtin_live(srv);
     unsigned running = 0;
     for (; !r && running < n; running++)
         if (worker_start(srv->workers[running]) < 0) {
