@@ -720,13 +720,18 @@ def test_health_checks_run_only_for_a_serving_config(make_server, upstreams, tmp
     assert p.stderr == b"", p.stderr
     time.sleep(0.3)
     assert a.hits("/healthz") == 0
-    srv = make_server(site=proxy_site(one_proxy("app", strip_prefix="true"),
-                                      "upstream app {\n    server %s\n    health_check = /healthz\n"
-                                      "    health_interval = 100ms\n}\n" % a.addr))
-    deadline = time.monotonic() + 5 * TIME_SCALE
-    while a.hits("/healthz") == 0:
-        assert time.monotonic() < deadline, srv.stderr()
-        time.sleep(0.05)
+    from test_reload import reload
+
+    # served: the check runs at once; a reload's new group checks too
+    group = "upstream app {\n    server %s\n    health_check = %s\n    health_interval = 100ms\n}\n"
+    srv = make_server(site=proxy_site(one_proxy("app", strip_prefix="true"), group % (a.addr, "/healthz")))
+    for path in ("/healthz", "/after-reload"):
+        if path != "/healthz":
+            reload(srv, srv.config.read_text().replace("/healthz", path))
+        deadline = time.monotonic() + 5 * TIME_SCALE
+        while a.hits(path) == 0:
+            assert time.monotonic() < deadline, srv.stderr()
+            time.sleep(0.05)
 
 
 def urlopen_code(up, path):
