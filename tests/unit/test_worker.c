@@ -18,7 +18,9 @@
  * "kept" waits twice on a socket of its own with conn_wait_fd_kept() and
  * CONN_WAIT_DRAINED (registered by conn_watch_idle(), then by the first
  * wait: no re-arm either time), each time for a byte the test sends once
- * it read "go". */
+ * it read "go"; a third time it sleeps first, so that the byte's event
+ * comes while nobody waits on the fd and goes to the idle handler: the
+ * drained wait after must re-arm and see the byte. */
 #include "test.h"
 
 #include <arpa/inet.h>
@@ -145,22 +147,27 @@ static void kept(struct conn_ctx *ctx)
     conn_kept_new(ctx, sp[0]);
     int idle = conn_watch_idle(ctx, sp[0]);
     atomic_store(&kept_peer, sp[1]);
-    int r[2];
-    ssize_t n[2];
+    int r[3];
+    ssize_t n[3];
     char got[8];
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         strbuf_append(&ctx->out, "go\n", 3);
         conn_flush(ctx);
+        /* the third time the coroutine sleeps first: the byte comes while
+         * nobody waits on the fd, so its edge goes to the idle handler, and
+         * the drained wait after must see the byte anyway (a re-arm) */
+        if (i == 2)
+            conn_sleep(ctx, 300);
         /* nothing to read yet: drained (the test sends once it reads "go") */
-        r[i] = conn_wait_fd_kept(ctx, sp[0], CONN_WAIT_READ | CONN_WAIT_DRAINED, 5000);
+        r[i] = conn_wait_fd_kept(ctx, sp[0], CONN_WAIT_READ | CONN_WAIT_DRAINED, 2000);
         n[i] = recv(sp[0], got, sizeof(got), MSG_DONTWAIT); /* a short read: drained again */
     }
     atomic_store(&kept_peer, -1);
     conn_kept_close(sp[0]);
     close(sp[1]);
     char msg[64];
-    int len =
-        snprintf(msg, sizeof(msg), "kept %d %d %d %d %d\n", idle, r[0], r[1], (int)n[0], (int)n[1]);
+    int len = snprintf(msg, sizeof(msg), "kept %d %d %d %d %d %d %d\n", idle, r[0], r[1], r[2],
+                       (int)n[0], (int)n[1], (int)n[2]);
     strbuf_append(&ctx->out, msg, (size_t)len);
 }
 
@@ -456,7 +463,7 @@ TEST(a_protocol_that_is_not_http)
      * made, then the first wait's, serves) */
     c = client(port);
     send_str(c, "kept\n");
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         CHECK_EQ_INT(read_n(c, buf, 3), 3);
         CHECK(!memcmp(buf, "go\n", 3));
         int peer = atomic_load(&kept_peer);
@@ -464,8 +471,8 @@ TEST(a_protocol_that_is_not_http)
         CHECK_EQ_INT(write(peer, "k", 1), 1);
     }
     memset(buf, 0, sizeof(buf));
-    CHECK_EQ_INT(read_n(c, buf, 15), 15);
-    CHECK(!memcmp(buf, "kept 0 1 1 1 1\n", 15));
+    CHECK_EQ_INT(read_n(c, buf, 19), 19);
+    CHECK(!memcmp(buf, "kept 0 1 1 1 1 1 1\n", 19));
     close(c);
 
     /* a graceful stop wakes a sleeper at once and closes an idle connection */

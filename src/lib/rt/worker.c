@@ -525,8 +525,14 @@ static int wait_result(const struct conn_ctx *ctx, uint32_t events)
  * the fd is), or nobody waits and its owner looks. */
 static void kept_event(struct worker *w, int fd, uint32_t events)
 {
-    struct conn_ctx *ctx = (uint32_t)fd < w->max_fds ? w->view.conns[fd].kept_waiter : NULL;
+    struct conn *k = (uint32_t)fd < w->max_fds ? &w->view.conns[fd] : NULL;
+    struct conn_ctx *ctx = k ? k->kept_waiter : NULL;
     if (!ctx || ctx->waiting != CONN_WAIT_FD || ctx->wait_fd != fd) {
+        /* nobody takes this edge (its waiter is away, in another wait): a
+         * drained wait to come re-arms the fd, which reports what is
+         * there, instead of counting on an edge that was this one */
+        if (k && (k->flags & CONN_KEPT_READ))
+            k->flags &= (uint16_t)~CONN_KEPT_READ;
         idle_event(w, fd, events);
         return;
     }
