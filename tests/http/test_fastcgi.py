@@ -113,6 +113,62 @@ def get(srv, path, method="GET", body=None, headers=None, timeout=10):
     return r, data
 
 
+def test_output_that_comes_while_the_client_stalls(make_server, tmp_path):
+    """PHP's output that arrives while colibri waits for a stalled client
+    is relayed whole as soon as the client reads again, with no wait for
+    read_timeout. (What this needs of the runtime, a drained wait after an
+    edge that went to the idle handler re-arming the fd, is checked
+    deterministically by test_worker.c's "kept" command; here the timing
+    seldom meets that case.)"""
+    www = tmp_path / "w"
+    www.mkdir()
+    (www / "burst.php").write_text(
+        "<?php for ($i = 0; $i < 8; $i++) { echo str_repeat(chr(97 + $i), 262144); flush(); usleep(20000); }")
+    with php_fpm(tmp_path, "pm.max_children = 2", www) as f:
+        srv = make_server(site=site(f, read_timeout="%ds" % int(6 * TIME_SCALE)), threads="1")
+        for _ in range(3):
+            s = socket.socket()
+            s.settimeout(20 * TIME_SCALE)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", srv.port))
+            s.sendall(b"GET /burst.php HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            time.sleep(0.6)  # nothing read: colibri's writes to the client wait
+            t = time.monotonic()
+            data = recv_all(s)
+            took = time.monotonic() - t
+            s.close()
+            head, _, body = data.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200"), head
+            if b"chunked" in head.lower():
+                body = b"".join(body.split(b"\r\n")[1::2])
+            assert body == b"".join(bytes([97 + i]) * 262144 for i in range(8)), len(body)
+            assert took < 3 * TIME_SCALE, took  # not the read timeout's 6 s
+
+
+def test_requests_beyond_the_children_wait_their_turn(make_server, tmp_path):
+    """More requests at once than PHP-FPM has children: each kept
+    connection holds a child, so the pools close idle ones while a new
+    connection waits, and the extra requests are answered as children free
+    up (as without keep-alive), not 504 after read_timeout."""
+    import concurrent.futures
+    www = tmp_path / "w"
+    www.mkdir()
+    (www / "nap.php").write_text("<?php usleep(300000); echo 'ok';")
+    with php_fpm(tmp_path, "pm.max_children = 2", www) as f:
+        srv = make_server(site=site(f, read_timeout="%ds" % int(8 * TIME_SCALE)), threads="2")
+
+        def one(_):
+            t = time.monotonic()
+            r, body = get(srv, "/nap.php", timeout=30 * TIME_SCALE)
+            return r.status, body, time.monotonic() - t
+
+        with concurrent.futures.ThreadPoolExecutor(6) as ex:
+            for _ in range(3):  # the later rounds meet the kept connections of the earlier
+                got = list(ex.map(one, range(6)))
+                assert [(st, b) for st, b, _ in got] == [(200, b"ok")] * 6, got
+                assert max(t for _, _, t in got) < 4 * TIME_SCALE, got  # 3 turns of 0.3 s, and a tick
+
+
 def test_cgi_params(make_server, fpm):
     srv = make_server(
         site=site(fpm, front_controller="/index.php", param="SERVER_SOFTWARE colibri-test\n        param APP_ENV testing")

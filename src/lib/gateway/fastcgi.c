@@ -63,11 +63,21 @@ struct fjob {
      * goes, body_len bytes in hc->reqbody or in the file hc->bs.fd */
     bool body_kept;
     uint64_t body_len;
-    bool drained; /* nothing to read from fd before it is ready (gw_read_ready) */
+    bool drained;  /* nothing to read from fd before it is ready (gw_read_ready) */
+    bool starving; /* a new connection waits for its answer (gw_starving) */
 };
+
+/* The new connection's wait for its answer is over. */
+static void fjob_fed(struct fjob *j)
+{
+    if (j->starving)
+        gw_starving(j->fr->up, (unsigned)j->srv, false);
+    j->starving = false;
+}
 
 static void fjob_close(struct fjob *j)
 {
+    fjob_fed(j);
     if (j->fd >= 0)
         close(j->fd);
     j->fd = -1;
@@ -505,6 +515,7 @@ static ssize_t next_record(struct fjob *j, struct fcgi_rec *rec, bool *got)
         if (n == 0)
             return -EPIPE;
         *got = true;
+        fjob_fed(j);
         j->len += (size_t)n;
     }
 }
@@ -645,7 +656,7 @@ int fcgi_handler(struct colibri_request *req, struct colibri_response *resp, voi
     j->fr = fr;
     j->fd = j->srv = -1;
     j->len = j->pos = j->body_at = 0;
-    j->reused = j->drained = j->body_kept = false;
+    j->reused = j->drained = j->body_kept = j->starving = false;
     j->body_len = 0;
     if (colibri_defer(req, fjob_end, j)) {
         return 503; /* the end ran at once: the job is back (kept or freed) */
@@ -709,6 +720,10 @@ int fcgi_handler(struct colibri_request *req, struct colibri_response *resp, voi
                 return fd == -ETIMEDOUT ? 504 : 502;
             }
             j->fd = fd;
+            /* PHP-FPM may not take it while its children are held by idle
+             * kept connections: they are closed until it is answered */
+            j->starving = true;
+            gw_starving(up, (unsigned)j->srv, true);
         }
         j->reused = reused && safe; /* what a failed answer may be sent again for */
         bool client = false, keep = false, got = false;

@@ -78,6 +78,7 @@ static int load(struct colibri_server *srv, struct colibri_conf *sec, struct fcg
                                   sizeof(why)))
             return colibri_conf_error(to, err, errlen, "%s", why);
     }
+    fr->up->holds_process = true; /* PHP-FPM: a child per connection */
     if (fr->up->https)
         return colibri_conf_error(to, err, errlen,
                                   "FastCGI does not go over TLS: '%s' has an https:// server", v);

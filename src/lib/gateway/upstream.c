@@ -265,6 +265,19 @@ int gw_pool_take(struct gw_upstream *up, unsigned worker, unsigned i)
     return -1;
 }
 
+/* Whether idle connections to server i are to be closed: a request waits
+ * on a new one, maybe queued behind them (gw_starving). */
+static bool starved(const struct gw_upstream *up, unsigned i)
+{
+    return up->holds_process &&
+           atomic_load_explicit(&up->servers[i].starving, memory_order_relaxed) > 0;
+}
+
+void gw_starving(struct gw_upstream *up, unsigned i, bool start)
+{
+    atomic_fetch_add_explicit(&up->servers[i].starving, start ? 1 : -1, memory_order_relaxed);
+}
+
 void gw_pool_put(struct gw_upstream *up, struct conn_ctx *ctx, unsigned i, int fd)
 {
     struct gw_worker_slot *sl = up->keepalive ? slot_of(up, conn_worker_index(ctx)) : NULL;
@@ -275,8 +288,8 @@ void gw_pool_put(struct gw_upstream *up, struct conn_ctx *ctx, unsigned i, int f
      * system call) */
     uint64_t now = worker_now_ms();
     bool ended = (size_t)fd < pooled_cap && pooled[fd] == POOLED_ENDED;
-    if (!p || !p->idle || p->n >= up->keepalive || ended || conn_watch_idle(ctx, fd) < 0 ||
-        !pooled_mark(fd, now)) {
+    if (!p || !p->idle || p->n >= up->keepalive || ended || starved(up, i) ||
+        conn_watch_idle(ctx, fd) < 0 || !pooled_mark(fd, now)) {
         pooled_clear(fd);
         gw_close(fd);
         return;
@@ -309,10 +322,11 @@ static void idle_walk_group(struct gw_upstream *up, void *arg)
             if (iw->fd >= 0) {
                 iw->found = iw->found || fd == iw->fd;
                 drop = fd == iw->fd && (iw->closed || !gw_idle_alive(fd));
-            } else /* the tick: too old, or no longer clean (stray bytes, or an
-                    * end whose event was missed) */
-                drop =
-                    iw->now - p->idle[k].since_ms >= up->keepalive_timeout_ms || !gw_idle_alive(fd);
+            } else /* the tick: too old, holding a process a new connection
+                    * waits for, or no longer clean (stray bytes, or an end
+                    * whose event was missed) */
+                drop = iw->now - p->idle[k].since_ms >= up->keepalive_timeout_ms ||
+                       starved(up, i) || !gw_idle_alive(fd);
             if (drop)
                 pool_close(fd);
             else

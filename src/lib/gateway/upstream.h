@@ -54,6 +54,10 @@ struct gw_server {
     _Atomic uint64_t fail_since_ms, down_until_ms;
     atomic_bool check_down; /* the active check says down */
     _Atomic int active;     /* requests on it now (least_conn) */
+    /* requests sent on a new connection with no answer yet: with a server
+     * whose connections each hold one of its processes (FastCGI), maybe
+     * queued behind the idle connections the pools keep */
+    _Atomic int starving;
     /* for the metrics (upmetrics.c), counted while they are on */
     struct gw_server_stats {
         _Atomic uint64_t requests, failures, time_ms;
@@ -75,6 +79,10 @@ struct gw_upstream {
     uint64_t fail_timeout_ms;
     char *health_check; /* a path, or NULL */
     bool https;         /* a server is https:// */
+    /* each connection holds one of a server's processes while it is open
+     * (PHP-FPM: a child serves a kept connection alone, and waits on it
+     * while it idles): idle ones are closed while a request waits */
+    bool holds_process;
     uint64_t health_interval_ms;
     struct gw_worker_slot *slots[GW_WORKERS_MAX];
     /* the active check's thread */
@@ -122,6 +130,14 @@ bool gw_server_up(const struct gw_upstream *up, unsigned i, uint64_t now_ms);
 /* An idle pooled connection to server i for worker, or -1 (one idle for
  * keepalive_timeout or longer is closed, not taken). */
 int gw_pool_take(struct gw_upstream *up, unsigned worker, unsigned i);
+/* A request on a new connection to server i waits for its answer (start),
+ * or waiting is over (its first bytes, or the end of the connection):
+ * while one waits, a group that holds_process closes idle connections to
+ * i instead of keeping them (at the put, and at the worker's tick for
+ * those in the pools), so that the server's processes they hold can take
+ * the new ones (PHP-FPM with every child held by an idle kept connection
+ * would leave a new connection queued until read_timeout). */
+void gw_starving(struct gw_upstream *up, unsigned i, bool start);
 /* Gives a connection back (closed when the pool is full or off). While it
  * idles, the worker's epoll watches it (conn_watch_idle: as its last wait
  * for reading left it, edge-triggered: no system call most often): the
