@@ -201,6 +201,11 @@ def test_redirect_to_https(make_server, certs):
                         "http://127.0.0.1:%d/a/b?x=1&y=2" % plain, "-H", "Host: example.com:%d" % plain],
                        capture_output=True, timeout=30)
     assert r.stdout.decode() == "308 https://example.com:%d/a/b?x=1&y=2" % port
+    # bytes RFC 3986 does not allow are percent-encoded in the Location (a
+    # raw '"' or '<' in the query is not copied), escapes already there stay
+    from rawhttp import exchange
+    head, _ = exchange(plain, b'GET /a%20b/c?q="<x>`&e=%41 HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n')
+    assert b"\r\nLocation: https://example.com:%d/a%%20b/c?q=%%22%%3Cx%%3E%%60&e=%%41\r\n" % port in head + b"\r\n", head
     # the config's own plain listener is untouched
     r = subprocess.run(["curl", "-s", s.url + "/hello"], capture_output=True, timeout=30)
     assert r.stdout == b"Hello, World!"

@@ -11,6 +11,7 @@
 #include <malloc.h>
 #endif
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
@@ -21,6 +22,7 @@
 #include "http/metrics.h"
 #include "http/request.h"
 #include "http/status.h"
+#include "http/uri.h"
 #include "http/vhost.h"
 #include "route/trie.h"
 #include "rt/conn.h"
@@ -59,12 +61,13 @@ static bool sni_agrees(const struct conn_ctx *ctx, const struct http_config *cfg
     return !v || v->routes == routes;
 }
 
-/* redirect_to_https: 308 to https://HOST[:PORT]/PATH?QUERY as requested
- * (the target is sent as it came, already valid). */
+/* redirect_to_https: 308 to https://HOST[:PORT]/PATH?QUERY, the request's
+ * path (decoded, normalised) and query escaped again as the redirect
+ * module does, so that no byte RFC 3986 does not allow (a raw '"' or '<'
+ * in the query) reaches the Location. */
 static int redirect_https(struct colibri_request *req, struct colibri_response *resp, unsigned port)
 {
-    const struct http_head *head = req->head;
-    struct view host = head->host;
+    struct view host = req->head->host;
     /* the host without its port ("[v6]:p" keeps its brackets) */
     for (size_t i = host.len; i-- > 0;) {
         if (host.p[i] == ']')
@@ -76,23 +79,22 @@ static int redirect_https(struct colibri_request *req, struct colibri_response *
     }
     if (!host.len)
         return 400;
-    char loc[2048];
+    char base[300];
     char p[8] = "";
     if (port != 443)
         snprintf(p, sizeof(p), ":%u", port);
-    /* origin-form as sent; an absolute-form target keeps its path only */
-    struct view t = head->target;
-    if (!t.len || t.p[0] != '/') {
-        const char *slash = t.len > 8 ? memchr(t.p + 8, '/', t.len - 8) : NULL;
-        t = slash ? (struct view){slash, (size_t)(t.p + t.len - slash)} : (struct view){"/", 1};
-    }
-    int n =
-        snprintf(loc, sizeof(loc), "https://%.*s%s%.*s", (int)host.len, host.p, p, (int)t.len, t.p);
-    if (n < 0 || (size_t)n >= sizeof(loc))
-        return 414;
-    if (colibri_resp_header(resp, "Location", loc) < 0)
-        return 500;
-    return 308;
+    int n = snprintf(base, sizeof(base), "https://%.*s%s", (int)host.len, host.p, p);
+    if (n < 0 || (size_t)n >= sizeof(base))
+        return 400;
+    struct colibri_str path = colibri_req_path(req), q = colibri_req_query_string(req);
+    if (!path.len)
+        path = (struct colibri_str){"/", 1};
+    char *loc = http_location(base, (size_t)n, path.p, path.len, false, q.p, q.len);
+    if (!loc)
+        return 503;
+    int r = colibri_resp_header(resp, "Location", loc);
+    free(loc);
+    return r < 0 ? 500 : 308;
 }
 
 /* The site's routes by the request's host, or a status: a redirect to
