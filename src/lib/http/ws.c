@@ -167,23 +167,34 @@ static void ws_free(void *arg)
     free(ws);
 }
 
-/* The 101 answer, into ctx->out: it leaves with the first send or wait. */
-static void write_101(struct colibri_ws *ws, const char *accept, const char *ext)
+/* The 101 answer, into ctx->out: it leaves with the first send or wait.
+ * Room for all of it is reserved first, so it goes whole or not at all:
+ * 0, or -ENOMEM with nothing written. */
+static int write_101(struct colibri_ws *ws, const char *accept, const char *ext)
 {
+    static const char head[] = "HTTP/1.1 101 Switching Protocols\r\n"
+                               "Upgrade: websocket\r\n"
+                               "Connection: Upgrade\r\n"
+                               "Sec-WebSocket-Accept: ";
+    static const char exth[] = "Sec-WebSocket-Extensions: ";
     struct strbuf *out = &ws->ctx->out;
-    strbuf_append_str(out, "HTTP/1.1 101 Switching Protocols\r\n"
-                           "Upgrade: websocket\r\n"
-                           "Connection: Upgrade\r\n"
-                           "Sec-WebSocket-Accept: ");
-    strbuf_append_str(out, accept);
+    const struct http_config *cfg = ws->req->cfg;
+    size_t alen = strlen(accept), elen = ext ? strlen(ext) : 0;
+    size_t n = sizeof(head) - 1 + alen + 2 + (ext ? sizeof(exth) - 1 + elen + 2 : 0) +
+               cfg->server_hdr_len + 2;
+    if (strbuf_reserve(out, n) < 0)
+        return -ENOMEM;
+    strbuf_append(out, head, sizeof(head) - 1);
+    strbuf_append(out, accept, alen);
     strbuf_append(out, "\r\n", 2);
     if (ext) {
-        strbuf_append_str(out, "Sec-WebSocket-Extensions: ");
-        strbuf_append_str(out, ext);
+        strbuf_append(out, exth, sizeof(exth) - 1);
+        strbuf_append(out, ext, elen);
         strbuf_append(out, "\r\n", 2);
     }
-    strbuf_append(out, ws->req->cfg->server_hdr, ws->req->cfg->server_hdr_len);
+    strbuf_append(out, cfg->server_hdr, cfg->server_hdr_len);
     strbuf_append(out, "\r\n", 2);
+    return 0;
 }
 
 /* The HTTP/1.1 handshake's checks: 0 and the Sec-WebSocket-Accept value
@@ -286,11 +297,11 @@ int colibri_ws_upgrade(struct colibri_request *req, struct colibri_response *res
         return 500;
     if (req->fr) {
         /* RFC 8441: a 200 opens the stream's tunnel; frames go as DATA */
-        if (deflate)
-            colibri_resp_header(resp, "Sec-WebSocket-Extensions", ext);
+        if (deflate && colibri_resp_header(resp, "Sec-WebSocket-Extensions", ext) < 0)
+            return 500; /* not without it: the client would not inflate */
         req->fr->head(req, resp, 200, -1, NULL);
-    } else {
-        write_101(ws, accept, deflate ? ext : NULL);
+    } else if (write_101(ws, accept, deflate ? ext : NULL) < 0) {
+        return 500;
     }
     /* the connection is the handler's now: no HTTP answer follows, and
      * none after it (a timeout while a frame is half read gets no 408) */
