@@ -30,9 +30,10 @@ def scrape(s):
         r = c.read_response()
     assert r.status == 200
     text = r.body.decode()
-    if shutil.which("promtool"):
-        p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
-        assert p.returncode == 0, p.stdout + p.stderr
+    from conftest import require
+    require(shutil.which("promtool"), "promtool (prometheus)")
+    p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
     return text
 
 

@@ -753,9 +753,10 @@ def test_metrics_count_requests_across_workers(make_server):
     assert sample(text, "colibri_http_response_body_bytes_total") > 0
     assert sample(text, "process_open_fds") > 0
     assert sample(text, "process_resident_memory_bytes") > 0
-    if shutil.which("promtool"):
-        p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
-        assert p.returncode == 0, p.stdout + p.stderr
+    from conftest import require
+    require(shutil.which("promtool"), "promtool (prometheus)")
+    p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
 
 
 def test_metrics_scraped_by_prometheus(make_server, tmp_path):
