@@ -277,6 +277,20 @@ def test_config_errors(tmp_path, certs, text, line, msg):
     assert (msg % {"dir": tmp_path}) in err, err
 
 
+def test_a_failed_certificate_line_is_the_only_error(tmp_path, certs):
+    """A TLS listener whose site's certificate cannot be read: the error
+    names the tls_certificate line, with no second "a TLS listener needs a
+    certificate" at the listener, which would send the operator to the
+    wrong line."""
+    r = check_config(tmp_path, "listener 127.0.0.1:1 {\n tls = true\n}\n"
+                               "site {\n tls_certificate = missing.pem\n tls_key = default.key\n}\n")
+    assert r.returncode != 0
+    err = r.stderr.decode()
+    assert "bad.conf:5: tls_certificate: %s/missing.pem: No such file or directory" % tmp_path in err, err
+    assert "needs a certificate" not in err, err
+    assert len(err.strip().splitlines()) == 1, err
+
+
 def test_make_run_config_needs_no_certificate(tmp_path):
     # the repository's colibri.conf serves plain HTTP with no TLS key
     from conftest import REPO

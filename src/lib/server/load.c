@@ -241,6 +241,7 @@ static void load_site_body(struct colibri_server *srv, struct config_node *site,
             r = load_handler(srv, n, err, errlen);
         } else if (!strcmp(n->name, "tls_certificate") || !strcmp(n->name, "tls_key")) {
             r = load_tls_pair(srv, site, n, err, errlen);
+            srv->tls_pair_failed = srv->tls_pair_failed || r;
         } else if (!strcmp(n->name, "tls_ocsp_staple")) {
             r = load_tls_staple(srv, site, n, err, errlen);
         } else if (!strcmp(n->name, "access_log") || !strcmp(n->name, "log_format")) {
@@ -553,7 +554,8 @@ static void load_settings(struct colibri_server *srv, struct config *cfg, struct
             note(e, n, err);
     /* (also fixes the sites' places, for the OCSP staples' callbacks) */
     bool tls_ready = srv->tls && tls_server_ready(srv->tls);
-    if (srv->tls_node && !tls_ready)
+    /* not when a certificate's own line failed: that error says it all */
+    if (srv->tls_node && !tls_ready && !srv->tls_pair_failed)
         note(e, srv->tls_node,
              (config_error(srv->tls_node, err, errlen,
                            "a TLS listener needs a certificate: tls_certificate and tls_key "

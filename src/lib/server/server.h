@@ -112,6 +112,7 @@ struct colibri_server {
     char *tls_ciphers;
     struct tls_server *tls;
     struct config_node *tls_node;
+    bool tls_pair_failed; /* a tls_certificate/tls_key line's error was told already */
     struct config_node *tls_site_of;
     int tls_site;
     struct conn_peer *peers; /* the peers' addresses, indexed by fd like conns */
