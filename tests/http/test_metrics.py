@@ -199,3 +199,30 @@ def test_upstream_servers(make_server, tmp_path):
         assert sample(text, "colibri_upstream_response_seconds_sum", live) < 10
     finally:
         b.kill()
+
+
+def test_connections_refused_per_client(make_server):
+    """max_connections_per_client's refusals are counted in the metrics
+    (the contract says counted): two held from 127.0.0.2, the third from
+    there is closed at accept; the scrape comes from 127.0.0.1."""
+    s = make_server(site=site("handler /hello hello_world"), threads="1", max_connections_per_client="2")
+    held = []
+    deadline = time.monotonic() + 5 * TIME_SCALE
+    while len(held) < 2:  # each held one answered first: the server counted it
+        c = socket.create_connection(("127.0.0.1", s.port), timeout=5 * TIME_SCALE, source_address=("127.0.0.2", 0))
+        c.sendall(request("GET", "/hello"))
+        if c.recv(4096).startswith(b"HTTP/1.1 200"):
+            held.append(c)
+        else:
+            c.close()
+            assert time.monotonic() < deadline
+    extra = socket.create_connection(("127.0.0.1", s.port), timeout=5 * TIME_SCALE, source_address=("127.0.0.2", 0))
+    extra.sendall(request("GET", "/hello"))  # (accept is deferred until bytes come)
+    try:
+        assert extra.recv(4096) == b""  # closed at accept: no byte of answer
+    except ConnectionResetError:
+        pass
+    extra.close()
+    assert sample(scrape(s), "colibri_connections_refused_per_client_total") == 1
+    for c in held:
+        c.close()

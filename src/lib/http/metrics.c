@@ -199,6 +199,10 @@ static int render_conns(struct conn_ctx *ctx, struct strbuf *out)
                             "Connections accepted and not refused at once (out of file "
                             "descriptors, a stop).",
                             cs.handled) |
+           http_metrics_one(out, "colibri_connections_refused_per_client_total", "counter",
+                            "Connections closed at accept: their client had "
+                            "max_connections_per_client open already.",
+                            cs.refused_per_client) |
            http_metrics_one(out, "colibri_connections_active", "gauge",
                             "Connections open, in every state.", cs.active) |
            http_metrics_head(out, "colibri_connections", "gauge",

@@ -514,10 +514,12 @@ unsigned conn_worker_index(const struct conn_ctx *ctx);
  * waits to be written) and waiting (idle between requests). Asked of the
  * workers (worker_post) and waited for in ctx's coroutine, a few
  * milliseconds; a worker that does not answer within 100 ms gives its last
- * figures. ctx itself counts as writing. */
+ * figures. ctx itself counts as writing. Also the connections closed at
+ * accept by max_connections_per_client (not in accepted). */
 struct conn_stats {
     uint64_t accepted, handled;
     uint64_t active, reading, writing, waiting;
+    uint64_t refused_per_client; /* closed at accept: max_connections_per_client */
 };
 void conn_stats(struct conn_ctx *ctx, struct conn_stats *out);
 

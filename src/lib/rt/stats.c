@@ -8,6 +8,7 @@
  * for its own, and sleeps until all have published (struct worker.pub). */
 #include <pthread.h>
 
+#include "rt/accept.h"
 #include "rt/internal.h"
 
 #define STATS_WAIT_MS 100
@@ -113,4 +114,5 @@ void conn_stats(struct conn_ctx *ctx, struct conn_stats *out)
         out->waiting += atomic_load_explicit(&p->waiting, memory_order_relaxed);
     }
     pthread_mutex_unlock(&lock);
+    out->refused_per_client = accept_client_refused();
 }
