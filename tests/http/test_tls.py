@@ -1047,3 +1047,40 @@ def test_a_bad_cipher_list_is_one_error_not_three(tmp_path, certs):
     assert r.returncode != 0
     lines = r.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and "bad.conf:4: tls_ciphers: bad cipher list 'NOT-A-CIPHER'" in lines[0], lines
+
+
+def handshake(port, *args):
+    """s_client's output for a TLS handshake with args (no request)."""
+    r = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % port, "-servername", "default.test",
+                        *args], input=b"", capture_output=True, timeout=30)
+    return r.stdout.decode(errors="replace") + r.stderr.decode(errors="replace")
+
+
+def test_default_ciphers_groups_and_no_renegotiation(make_server, certs):
+    """Mozilla "intermediate" for TLS 1.2 by default (ECDHE with AES-GCM or
+    ChaCha20 only: no CBC, no RSA key exchange), X25519 and P-256 groups
+    only, and a client's renegotiation refused."""
+    port = free_port()
+    make_server(site=tls_site(port))
+    out = handshake(port, "-tls1_2", "-cipher", "ECDHE-ECDSA-AES128-GCM-SHA256")
+    assert "Cipher is ECDHE-ECDSA-AES128-GCM-SHA256" in out, out
+    for outside in ("ECDHE-ECDSA-AES128-SHA", "AES128-GCM-SHA256", "ECDHE-RSA-AES256-SHA384"):
+        out = handshake(port, "-tls1_2", "-cipher", outside)
+        assert "Cipher is (NONE)" in out or "handshake failure" in out, (outside, out)
+    for group, ok in (("X25519", True), ("P-256", True), ("P-384", False), ("ffdhe2048", False)):
+        out = handshake(port, "-tls1_3", "-groups", group)
+        assert ("New, TLSv1.3, Cipher is TLS_" in out) == ok, (group, out)
+    # "R" asks s_client to renegotiate (TLS 1.2): the server refuses it
+    r = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % port, "-tls1_2"],
+                       input=b"R\n", capture_output=True, timeout=30)
+    out = (r.stdout + r.stderr).decode(errors="replace")
+    assert "RENEGOTIATING" in out, out
+    assert "no renegotiation" in out, out  # the server's no_renegotiation alert
+
+
+def test_tls_ciphers_takes_effect(make_server, certs):
+    port = free_port()
+    make_server(site=tls_site(port), tls_ciphers="ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305")
+    assert "Cipher is ECDHE-ECDSA-CHACHA20-POLY1305" in handshake(port, "-tls1_2")
+    out = handshake(port, "-tls1_2", "-cipher", "ECDHE-ECDSA-AES128-GCM-SHA256")
+    assert "Cipher is (NONE)" in out or "handshake failure" in out, out
