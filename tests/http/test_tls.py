@@ -1084,3 +1084,42 @@ def test_tls_ciphers_takes_effect(make_server, certs):
     assert "Cipher is ECDHE-ECDSA-CHACHA20-POLY1305" in handshake(port, "-tls1_2")
     out = handshake(port, "-tls1_2", "-cipher", "ECDHE-ECDSA-AES128-GCM-SHA256")
     assert "Cipher is (NONE)" in out or "handshake failure" in out, out
+
+
+@pytest.mark.skipif(not shutil.which("strace") or bool(os.environ.get("COLIBRI_WRAPPER")),
+                    reason="strace on the server's own pid")
+def test_one_write_per_answer_over_tls(make_server, certs, tmp_path):
+    """An answer that fits a record leaves in one SSL_write, head and body
+    together (one write() a request, never one per header line): 30
+    keep-alive /hello and 30 cached 4 KiB files on one TLS connection,
+    the server's threads traced."""
+    import signal
+    port = free_port()
+    root = tmp_path / "files"
+    root.mkdir()
+    (root / "4k.bin").write_bytes(os.urandom(4096))
+    srv = make_server(site=files_site(port, root), threads="1")
+    t = tls_conn(port)
+    req = lambda path: ("GET %s HTTP/1.1\r\nHost: default.test\r\n\r\n" % path).encode()
+    for path in ("/hello", "/files/4k.bin"):  # the handshake's tickets, the cache filled
+        t.sendall(req(path))
+        read_response(t)
+    out = tmp_path / "strace.txt"
+    tr = subprocess.Popen(["strace", "-f", "-c", "-o", str(out), "-e", "trace=write,writev,sendmsg,sendto",
+                           "-p", str(srv.proc.pid)], stderr=subprocess.PIPE)
+    try:
+        time.sleep(1.0 * TIME_SCALE)  # attached to every thread
+        if tr.poll() is not None:
+            pytest.skip("strace cannot attach here: %s" % tr.stderr.read().decode())
+        for i in range(60):
+            t.sendall(req("/hello" if i % 2 else "/files/4k.bin"))
+            head, body, rest = read_response(t)
+            assert head.startswith(b"HTTP/1.1 200") and not rest
+    finally:
+        tr.send_signal(signal.SIGINT)
+        tr.wait(10)
+    t.close()
+    text = out.read_text()
+    calls = {m.group(2): int(m.group(1)) for m in re.finditer(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)$", text, re.M)}
+    calls.pop("total", None)
+    assert sum(calls.values()) == 60, text
