@@ -216,9 +216,16 @@ MEMCHECK_TESTS ?= tests/http
 # slow hash timed under load; the gateway's tests that time an upstream
 # against the server (504 after 500 ms, health checks every 200 ms, events
 # and PHP's flush() seen within 300 ms, least_conn while a request is slow,
-# a pool returned within 500 ms). Left out of the runs that share the
+# a pool returned within 500 ms; PHP requests beyond the children served in
+# turns, a stalled client's relay resumed at once; an HTTP/2 reader that
+# stopped cut off, a download finished within shutdown_timeout). Left out
+# of the runs that share the
 # cores (ASan, two at a time) or run 20-50 times slower (valgrind).
 TIMED_TESTS = \
+    test_http2_more.py::test_sigterm_during_a_download \
+    test_http2_more.py::test_a_client_that_stops_reading_is_cut_off \
+    test_fastcgi.py::test_requests_beyond_the_children_wait_their_turn \
+    test_fastcgi.py::test_output_that_comes_while_the_client_stalls \
     test_hostile.py::test_slowloris_does_not_starve_others_and_gets_408 \
     test_hostile.py::test_a_client_that_never_reads_is_timed_out \
     test_hostile.py::test_a_one_byte_a_second_reader_does_not_hold_the_worker \
