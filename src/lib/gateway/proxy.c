@@ -156,6 +156,15 @@ static uint64_t hash_key(struct job *j)
 
 /* --- sending the request ------------------------------------------------------- */
 
+/* Whether the body goes up chunked: one whose length is not known ahead
+ * (HTTP/1.1 chunked, or an HTTP/2 body without content-length, which
+ * ends with its stream). Sent as it came without framing, the upstream
+ * would take the bytes of an HTTP/2 body for the next request. */
+static bool body_chunked(const struct colibri_request *req)
+{
+    return req->body_kind == BODY_CHUNKED || req->body_kind == BODY_TO_END;
+}
+
 static int send_head(struct job *j, const struct gw_server *s, bool upgrade)
 {
     struct colibri_request *req = j->req;
@@ -172,7 +181,7 @@ static int send_head(struct job *j, const struct gw_server *s, bool upgrade)
         .client_addr = addr,
         .secure = colibri_req_is_secure(req),
         .content_length = req->body_kind == BODY_LENGTH ? h->content_length : -1,
-        .chunked = req->body_kind == BODY_CHUNKED,
+        .chunked = body_chunked(req),
         .upgrade = upgrade,
     };
     strbuf_reset(&j->head);
@@ -186,7 +195,7 @@ static int send_head(struct job *j, const struct gw_server *s, bool upgrade)
 static int send_body(struct job *j, bool *client)
 {
     struct colibri_request *req = j->req;
-    bool chunked = req->body_kind == BODY_CHUNKED;
+    bool chunked = body_chunked(req);
     *client = false;
     for (;;) {
         struct view v;
