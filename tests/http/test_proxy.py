@@ -538,6 +538,82 @@ def test_a_client_that_stops_reading_frees_the_upstream(make_server, upstreams):
     assert get(srv, "/api/echo")[0].status == 200
 
 
+def upstream_conns(port):
+    """The established connections to the upstream's port (colibri's side)."""
+    out = subprocess.run(["ss", "-tnH", "state", "established", "( dport = :%d )" % port],
+                         capture_output=True, text=True).stdout
+    return len(out.splitlines())
+
+
+def test_a_client_that_stops_reading_is_cut_after_send_timeout(make_server, upstreams, tmp_path):
+    """send_timeout bounds each write of the answer to the client too: a
+    client that takes nothing for it ends the request long before
+    request_timeout, the upstream connection is closed (not pooled), and
+    the access log has the line of an interrupted answer."""
+    from test_logs import LINE, wait_lines
+
+    up = upstreams()
+    log = tmp_path / "access.log"
+    size = 64 << 20
+    srv = make_server(site=proxy_site(one_proxy("http://" + up.addr, strip_prefix="true", send_timeout="1s")),
+                      request_timeout="30s", access_log=str(log))
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", srv.port))
+    t0 = time.monotonic()
+    s.sendall(b"GET /api/big?size=%d HTTP/1.1\r\nHost: x\r\n\r\n" % size)
+    time.sleep(0.5)
+    assert upstream_conns(up.port) == 1
+    deadline = t0 + 3 * TIME_SCALE
+    while upstream_conns(up.port) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    took = time.monotonic() - t0
+    assert upstream_conns(up.port) == 0, took  # closed with the client, not pooled
+    assert took >= 0.9, took  # not before send_timeout
+    lines = [l for l in wait_lines(log, 1, 4.0 * TIME_SCALE) if "GET /api/big" in l]
+    assert len(lines) == 1, lines
+    x = LINE.match(lines[0])
+    assert x and x["status"] == "200" and 0 < int(x["bytes"]) < size // 4, lines
+    s.close()
+    # the server goes on: a fresh upstream connection for the next request
+    assert get(srv, "/api/echo")[0].status == 200
+
+
+def test_a_slow_reader_that_keeps_reading_is_not_cut(make_server, upstreams):
+    """send_timeout bounds each wait, not the answer: a client that pauses
+    under it between reads gets the whole answer, however long it takes."""
+    up = upstreams()
+    size = 4 << 20
+    srv = make_server(site=proxy_site(one_proxy("http://" + up.addr, strip_prefix="true", send_timeout="1s")),
+                      request_timeout="30s")
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(10 * TIME_SCALE)
+    s.connect(("127.0.0.1", srv.port))
+    s.sendall(b"GET /api/big?size=%d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % size)
+    data = bytearray()
+    t0 = time.monotonic()
+    for pause in range(4):  # 2.4 s of pauses in all, none of them 1 s
+        time.sleep(0.6)
+        got = 0
+        while got < (512 << 10):
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+            got += len(b)
+    while True:
+        b = s.recv(1 << 20)
+        if not b:
+            break
+        data += b
+    s.close()
+    assert time.monotonic() - t0 > 2.0
+    head, _, body = bytes(data).partition(b"\r\n\r\n")
+    assert b"Content-Length: %d" % size in head
+    assert len(body) == size and body == bytes(range(256)) * (size // 256)
+
+
 def test_unix_socket_upstream(make_server, upstreams, tmp_path):
     up = upstreams(unix=str(tmp_path / "up.sock"))
     srv = make_server(site=proxy_site(one_proxy(up.addr, strip_prefix="true")))

@@ -6,7 +6,7 @@
  *         preserve_host = false    # true: the client's Host goes upstream
  *         connect_timeout = 5s
  *         read_timeout = 60s       # between two reads from the upstream
- *         send_timeout = 60s       # between two writes to the upstream
+ *         send_timeout = 60s       # between two writes to the upstream (and to the client)
  *         retries = 2
  *         websocket = true
  *         buffer_response = false
@@ -298,7 +298,12 @@ static const char *err_text(ssize_t r)
 static bool relay_length(struct job *j, uint64_t n)
 {
     struct conn_ctx *ctx = j->req->ctx;
+    struct colibri_response *resp = j->req->hc->resp;
     bool first = true;
+    /* counted as it goes, as a chunked answer's is: an answer cut short
+     * (by the upstream, or a client that went or stalled) is logged with
+     * what went out, not the length it announced */
+    resp->body_bytes = 0;
     while (n) {
         if (j->pos == j->len) {
             ssize_t r = more(j);
@@ -309,6 +314,7 @@ static bool relay_length(struct job *j, uint64_t n)
             }
         }
         size_t take = (size_t)MIN((uint64_t)(j->len - j->pos), n);
+        resp->body_bytes += take;
         if (first)
             conn_flush_with(ctx, j->buf + j->pos, take); /* the head and the first bytes */
         else
@@ -465,6 +471,11 @@ static int relay(struct job *j, struct gw_resp_head *h, size_t hlen, bool upgrad
         job_close(j); /* a tunnel's connection is never pooled */
         return 101;
     }
+    /* the answer goes to the client at its pace, but a client that takes
+     * nothing for send_timeout ends the request, and the upstream
+     * connection with it (cut, not pooled): it is not held for the
+     * request timeout (cleared once relay() returns) */
+    conn_set_write_timeout(req->ctx, j->pr->send_ms);
     bool no_body = resp->head_only || h->status == 204 || h->status == 304;
     bool keep = !h->conn_close;
     if (no_body) {
@@ -656,6 +667,7 @@ int proxy_handler(struct colibri_request *req, struct colibri_response *resp, vo
             }
             gw_succeeded(up, (unsigned)j->srv);
             status = relay(j, &h, (size_t)hl, upgrade);
+            conn_set_write_timeout(ctx, 0);
             if (j->fd >= 0) {
                 gw_pool_put(up, ctx, (unsigned)j->srv, j->fd);
                 j->fd = -1;
