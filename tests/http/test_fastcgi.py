@@ -11,7 +11,9 @@ import json
 import os
 import shutil
 import socket
+import struct
 import subprocess
+import threading
 import time
 import types
 from pathlib import Path
@@ -31,7 +33,7 @@ def _php_fpm_installed():
 
 
 SCRIPTS = {
-    "server.php": "<?php header('Content-Type: application/json'); echo json_encode($_SERVER);",
+    "server.php": "<?php header('Content-Type: application/json'); echo json_encode($_SERVER + ['_GET' => $_GET]);",
     "input.php": "<?php $b = file_get_contents('php://input'); echo strlen($b), ' ', md5($b), ' ', $_POST['a'] ?? '-';",
     "kept.php": "<?php $b = file_get_contents('php://input'); if (isset($_GET['wait'])) usleep(1500000); echo strlen($b), ' ', md5($b), ' ', $_SERVER['CONTENT_LENGTH'], ' ', $_POST['a'] ?? '-';",
     "status.php": "<?php http_response_code(418); header('X-Custom: yes'); header('Set-Cookie: a=1', false); header('Set-Cookie: b=2', false); echo 'teapot';",
@@ -196,7 +198,7 @@ def test_cgi_params(make_server, fpm):
     assert s["HTTP_X_THING"] == "v"
     assert "HTTP_PROXY" not in s  # httpoxy
     assert "HTTPS" not in s
-    assert s["_GET"] if "_GET" in s else True
+    assert s["_GET"] == {"a": "1", "b": "2"}  # PHP parsed QUERY_STRING
 
 
 def test_params_beyond_one_record(make_server, fpm):
@@ -497,3 +499,174 @@ def test_kept_connection_closed_by_php_fpm_is_closed_at_once(make_server, tmp_pa
             assert settles_to(base, 3.0 * TIME_SCALE), (i, unix_sockets(), base)
             assert time.monotonic() - t0 < 0.8 * TIME_SCALE  # at once, not at the next tick
         assert "fastcgi" not in srv.stderr(), srv.stderr()
+
+
+# --- timeouts, refusals, TLS, HTTP/2 ----------------------------------------------
+
+
+def test_connect_timeout_gives_504(make_server, tmp_path):
+    from test_proxy import unaccepting_port
+
+    www = tmp_path / "w"
+    www.mkdir()
+    (www / "hi.php").write_text('<?php echo "hi";')
+    with unaccepting_port() as port:
+        text = "site {\n    fastcgi / {\n        to = 127.0.0.1:%d\n        root = %s\n        connect_timeout = 500ms\n    }\n}\n"
+        srv = make_server(site=text % (port, www))
+        t = time.monotonic()
+        r, body = get(srv, "/hi.php", timeout=10 * TIME_SCALE)
+        took = time.monotonic() - t
+        assert r.status == 504, (r.status, body)
+        assert 0.45 <= took < 2 * TIME_SCALE, took
+        assert "fastcgi: upstream 127.0.0.1:%d: connect: timed out" % port in srv.stderr()
+
+
+class FakeFcgi:
+    """A FastCGI responder of a few lines on loopback: each connection
+    reads one request (records up to the empty STDIN) and is answered with
+    the records answer(conn_index) returns, then closed."""
+
+    def __init__(self, answer):
+        self.ls = socket.socket()
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(8)
+        self.ls.settimeout(0.2)
+        self.port = self.ls.getsockname()[1]
+        self.answer = answer
+        self.params = []
+        self.stop = False
+        self.t = threading.Thread(target=self.serve, daemon=True)
+        self.t.start()
+
+    @staticmethod
+    def record(typ, content, rid=1):
+        return struct.pack(">BBHHBx", 1, typ, rid, len(content), 0) + content
+
+    def serve(self):
+        n = 0
+        while not self.stop:
+            try:
+                c, _ = self.ls.accept()
+            except socket.timeout:
+                continue
+            c.settimeout(5)
+            with c:
+                buf, params = b"", b""
+                try:
+                    while True:
+                        while len(buf) < 8:
+                            d = c.recv(65536)
+                            if not d:
+                                raise ConnectionError
+                            buf += d
+                        _, typ, _, ln, pad = struct.unpack(">BBHHB", buf[:7])
+                        while len(buf) < 8 + ln + pad:
+                            d = c.recv(65536)
+                            if not d:
+                                raise ConnectionError
+                            buf += d
+                        content, buf = buf[8 : 8 + ln], buf[8 + ln + pad :]
+                        if typ == 4:  # FCGI_PARAMS
+                            params += content
+                        if typ == 5 and ln == 0:  # the empty STDIN: the request is whole
+                            break
+                    self.params.append(params)
+                    c.sendall(self.answer(n))
+                    n += 1
+                    time.sleep(0.1)
+                except (ConnectionError, OSError):
+                    pass
+
+    def close(self):
+        self.stop = True
+        self.t.join(5)
+        self.ls.close()
+
+
+def end_request(app_status=0, protocol_status=0):
+    return FakeFcgi.record(3, struct.pack(">IB3x", app_status, protocol_status))
+
+
+def test_end_request_with_a_protocol_status(make_server, tmp_path):
+    """An END_REQUEST whose protocolStatus is not FCGI_REQUEST_COMPLETE (the
+    responder cannot multiplex, is overloaded, or does not know the role)
+    before any output is a 503; one that is complete without a CGI head is
+    a 502; a whole answer is served."""
+    www = tmp_path / "w"
+    www.mkdir()
+    (www / "hi.php").write_text("")
+    answers = [
+        end_request(protocol_status=1),  # FCGI_CANT_MPX_CONN
+        end_request(protocol_status=2),  # FCGI_OVERLOADED
+        end_request(protocol_status=3),  # FCGI_UNKNOWN_ROLE
+        end_request(),  # complete, but no output at all
+        FakeFcgi.record(6, b"Status: 201\r\nX-Fake: 1\r\n\r\nmade") + FakeFcgi.record(6, b"") + end_request(),
+    ]
+    fake = FakeFcgi(lambda n: answers[n])
+    try:
+        text = "site {\n    fastcgi / {\n        to = 127.0.0.1:%d\n        root = %s\n    }\n}\n"
+        srv = make_server(site=text % (fake.port, www), threads="1")
+        for want in (503, 503, 503, 502):
+            r, body = get(srv, "/hi.php")
+            assert r.status == want, (want, r.status, body)
+        r, body = get(srv, "/hi.php")
+        assert (r.status, body, r.getheader("X-Fake")) == (201, b"made", "1")
+        err = srv.stderr()
+        assert err.count("refused the request (overloaded or cannot multiplex)") == 3, err
+        assert "ended without a complete CGI head" in err
+        assert b"SCRIPT_FILENAME" in fake.params[0]
+    finally:
+        fake.close()
+
+
+def test_https_param_over_tls(make_server, fpm, tmp_path):
+    """HTTPS=on reaches PHP for a request that came over TLS, and is absent
+    for one over plain HTTP (the same site on both listeners)."""
+    import ssl
+    from conftest import free_port
+    from test_tls import make_cert
+
+    cert, key = make_cert(tmp_path, "site", "localhost", ["localhost"])
+    tls_port = free_port()
+    text = "listener 127.0.0.1:%d {\n    tls = true\n}\n" % tls_port
+    text += site(fpm).replace("site {\n", "site {\n    tls_certificate = %s\n    tls_key = %s\n" % (cert, key), 1)
+    srv = make_server(site=text)
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", tls_port), timeout=10) as s:
+        with ctx.wrap_socket(s, server_hostname="localhost") as t:
+            t.sendall(b"GET /server.php HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            data = recv_all(t)
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head
+    if b"chunked" in head.lower():
+        body = b"".join(body.split(b"\r\n")[1::2])
+    s = json.loads(body)
+    assert s["HTTPS"] == "on" and s["SERVER_PORT"] == str(tls_port)
+    r, body = get(srv, "/server.php")
+    s = json.loads(body)
+    assert "HTTPS" not in s and s["SERVER_PORT"] == str(srv.port)
+
+
+def test_h2c_post_without_content_length(make_server, fpm):
+    """A POST over h2c without content-length (its body ends with the
+    stream): read whole first, it reaches PHP whole, with its length."""
+    from test_http2 import H2
+
+    srv = make_server(site=site(fpm), max_request_body="8M")
+    data = os.urandom((3 << 20) + 7)
+    c = H2(srv, timeout=30)
+    try:
+        sid = c.request("/kept.php", method="POST", body=data, headers=[("content-type", "application/octet-stream")])
+        st, = c.wait(sid, timeout=30)
+        assert st["headers"][":status"] == "200", st
+        n, md5, length, _ = bytes(st["data"]).decode().split()
+        assert (int(n), md5, length) == (len(data), hashlib.md5(data).hexdigest(), str(len(data)))
+        # a form, parsed by PHP
+        sid = c.request("/kept.php", method="POST", body=b"a=hello&b=2",
+                        headers=[("content-type", "application/x-www-form-urlencoded")])
+        st, = c.wait(sid, timeout=30)
+        assert bytes(st["data"]).decode().split() == ["11", hashlib.md5(b"a=hello&b=2").hexdigest(), "11", "hello"]
+    finally:
+        c.close()

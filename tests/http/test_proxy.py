@@ -6,6 +6,7 @@ Every upstream counts the connections it accepted and the requests it got
 (/_stats), which proves connection reuse, retries and balancing. Every wait
 is bounded; everything stays on loopback."""
 
+import contextlib
 import hashlib
 import http.client
 import json
@@ -537,6 +538,82 @@ def test_a_client_that_stops_reading_frees_the_upstream(make_server, upstreams):
     assert get(srv, "/api/echo")[0].status == 200
 
 
+def upstream_conns(port):
+    """The established connections to the upstream's port (colibri's side)."""
+    out = subprocess.run(["ss", "-tnH", "state", "established", "( dport = :%d )" % port],
+                         capture_output=True, text=True).stdout
+    return len(out.splitlines())
+
+
+def test_a_client_that_stops_reading_is_cut_after_send_timeout(make_server, upstreams, tmp_path):
+    """send_timeout bounds each write of the answer to the client too: a
+    client that takes nothing for it ends the request long before
+    request_timeout, the upstream connection is closed (not pooled), and
+    the access log has the line of an interrupted answer."""
+    from test_logs import LINE, wait_lines
+
+    up = upstreams()
+    log = tmp_path / "access.log"
+    size = 64 << 20
+    srv = make_server(site=proxy_site(one_proxy("http://" + up.addr, strip_prefix="true", send_timeout="1s")),
+                      request_timeout="30s", access_log=str(log))
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", srv.port))
+    t0 = time.monotonic()
+    s.sendall(b"GET /api/big?size=%d HTTP/1.1\r\nHost: x\r\n\r\n" % size)
+    time.sleep(0.5)
+    assert upstream_conns(up.port) == 1
+    deadline = t0 + 3 * TIME_SCALE
+    while upstream_conns(up.port) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    took = time.monotonic() - t0
+    assert upstream_conns(up.port) == 0, took  # closed with the client, not pooled
+    assert took >= 0.9, took  # not before send_timeout
+    lines = [l for l in wait_lines(log, 1, 4.0 * TIME_SCALE) if "GET /api/big" in l]
+    assert len(lines) == 1, lines
+    x = LINE.match(lines[0])
+    assert x and x["status"] == "200" and 0 < int(x["bytes"]) < size // 4, lines
+    s.close()
+    # the server goes on: a fresh upstream connection for the next request
+    assert get(srv, "/api/echo")[0].status == 200
+
+
+def test_a_slow_reader_that_keeps_reading_is_not_cut(make_server, upstreams):
+    """send_timeout bounds each wait, not the answer: a client that pauses
+    under it between reads gets the whole answer, however long it takes."""
+    up = upstreams()
+    size = 4 << 20
+    srv = make_server(site=proxy_site(one_proxy("http://" + up.addr, strip_prefix="true", send_timeout="1s")),
+                      request_timeout="30s")
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(10 * TIME_SCALE)
+    s.connect(("127.0.0.1", srv.port))
+    s.sendall(b"GET /api/big?size=%d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % size)
+    data = bytearray()
+    t0 = time.monotonic()
+    for pause in range(4):  # 2.4 s of pauses in all, none of them 1 s
+        time.sleep(0.6)
+        got = 0
+        while got < (512 << 10):
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+            got += len(b)
+    while True:
+        b = s.recv(1 << 20)
+        if not b:
+            break
+        data += b
+    s.close()
+    assert time.monotonic() - t0 > 2.0
+    head, _, body = bytes(data).partition(b"\r\n\r\n")
+    assert b"Content-Length: %d" % size in head
+    assert len(body) == size and body == bytes(range(256)) * (size // 256)
+
+
 def test_unix_socket_upstream(make_server, upstreams, tmp_path):
     up = upstreams(unix=str(tmp_path / "up.sock"))
     srv = make_server(site=proxy_site(one_proxy(up.addr, strip_prefix="true")))
@@ -752,6 +829,239 @@ def test_upstream_killed_mid_response(make_server, upstreams):
     head, body = exchange(srv.port, b"GET /api/diechunked HTTP/1.1\r\nHost: x\r\n\r\n")
     assert b"chunked" in head and body == b"5\r\nhello\r\n"
     assert "is cut short" in srv.stderr()
+
+
+# --- connect timeout, passive health, hashing by the client's address ----------
+
+
+@contextlib.contextmanager
+def unaccepting_port():
+    """A loopback port that never accepts: a listening socket with backlog 0
+    whose accept queue is filled first, so that the kernel drops the SYNs
+    of every later connect (which then waits: a connect timeout). Checked
+    before use: a probe's connect must time out."""
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(0)
+    port = ls.getsockname()[1]
+    fillers = []
+    try:
+        for _ in range(3):
+            f = socket.socket()
+            f.setblocking(False)
+            try:
+                f.connect(("127.0.0.1", port))
+            except BlockingIOError:
+                pass
+            fillers.append(f)
+        time.sleep(0.1)
+        probe = socket.socket()
+        probe.settimeout(0.5)
+        try:
+            probe.connect(("127.0.0.1", port))
+            pytest.fail("the filled accept queue still took a connection")
+        except socket.timeout:
+            pass
+        finally:
+            probe.close()
+        yield port
+    finally:
+        for f in fillers:
+            f.close()
+        ls.close()
+
+
+def test_connect_timeout_gives_504(make_server):
+    with unaccepting_port() as port:
+        srv = make_server(site=proxy_site(one_proxy("http://127.0.0.1:%d" % port, connect_timeout="500ms")))
+        t = time.monotonic()
+        r, body = get(srv, "/api/x", timeout=10 * TIME_SCALE)
+        took = time.monotonic() - t
+        assert r.status == 504, (r.status, body)
+        assert 0.45 <= took < 2 * TIME_SCALE, took
+        assert "proxy: upstream 127.0.0.1:%d: connect: timed out" % port in srv.stderr()
+
+
+def log_count(srv, text):
+    return srv.stderr().count(text)
+
+
+def test_passive_health_marks_a_failing_server_down_for_fail_timeout(make_server, upstreams):
+    b = upstreams("B")
+    dead = free_port()
+    fail_ms = int(1000 * TIME_SCALE)
+    conf = "upstream app {\n    server 127.0.0.1:%d\n    server %s\n    max_fails = 2\n    fail_timeout = %dms\n}\n"
+    srv = make_server(site=proxy_site(one_proxy("app", strip_prefix="true"), conf % (dead, b.addr, fail_ms)),
+                      threads="1")
+    refused = "proxy: upstream 127.0.0.1:%d: connect: Connection refused" % dead
+    marked = "upstream app: server 127.0.0.1:%d marked down for %d ms (2 failures)" % (dead, fail_ms)
+
+    def names(n):
+        out = []
+        for _ in range(n):
+            r, body = get(srv, "/api/echo")
+            assert r.status == 200  # the refused attempts were retried on B
+            out.append(json.loads(body)["name"])
+        return out
+
+    # round robin: every other request tries the dead server first
+    for i in range(6):
+        names(1)
+        if marked in srv.stderr():
+            break
+    assert marked in srv.stderr(), srv.stderr()
+    assert log_count(srv, refused) == 2  # one failure is not enough: max_fails = 2
+    # down: every request goes to B at once, none tries the dead server
+    t_down = time.monotonic()
+    hits = b.hits("/echo")
+    assert names(6) == ["B"] * 6
+    assert b.hits("/echo") - hits == 6
+    assert log_count(srv, refused) == 2
+    assert time.monotonic() - t_down < fail_ms / 1000.0  # all of it within the mark
+    # after fail_timeout it is tried again (and fails again: retried on B)
+    time.sleep(fail_ms / 1000.0 + 0.2)
+    for i in range(2):
+        if log_count(srv, refused) > 2:
+            break
+        assert names(1) == ["B"]
+    assert log_count(srv, refused) == 3
+
+
+def test_a_single_server_is_never_marked_down(make_server, upstreams):
+    """README: a group of one server is never marked down, there is nowhere
+    else to go: a lone `to` server (or a group of one) that failed is tried
+    again at the next request, is not logged as marked down, and the
+    metrics show it up."""
+    from test_metrics import sample
+
+    port = free_port()
+    routes = (one_proxy("http://127.0.0.1:%d" % port, strip_prefix="true")
+              + one_proxy("one", prefix="/grp", strip_prefix="true")
+              + "    metrics /metrics {\n        allow = 127.0.0.1/8\n    }\n")
+    conf = "upstream one {\n    server 127.0.0.1:%d\n    max_fails = 1\n    fail_timeout = 30s\n}\n" % port
+    srv = make_server(site=proxy_site(routes, conf), threads="1")
+    for path in ("/api/echo", "/grp/echo", "/api/echo", "/grp/echo"):
+        assert get(srv, path)[0].status == 502
+    assert log_count(srv, "connect: Connection refused") == 4  # each request tried it
+    assert "marked down" not in srv.stderr(), srv.stderr()
+    text = get(srv, "/metrics")[1].decode()
+    assert sample(text, "colibri_upstream_up", '{upstream="one",server="127.0.0.1:%d"}' % port) == 1
+    assert sample(text, "colibri_upstream_up", '{upstream="http://127.0.0.1:%d",server="127.0.0.1:%d"}' % (port, port)) == 1
+    assert sample(text, "colibri_upstream_failures_total", '{upstream="one",server="127.0.0.1:%d"}' % port) == 2
+    # the server comes: served at once, not after fail_timeout
+    upstreams("A", port=port)
+    for path in ("/api/echo", "/grp/echo"):
+        r, body = get(srv, path)
+        assert r.status == 200 and json.loads(body)["name"] == "A"
+
+
+def get_from(srv, path, source):
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10, source_address=(source, 0))
+    c.request("GET", path)
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r, data
+
+
+def test_hash_balance_by_client_address(make_server, upstreams):
+    """balance = hash without hash_key: the client's address picks the
+    server (rendezvous hashing): every request of one address goes to the
+    same server, and when a server goes down only the addresses that were
+    on it move."""
+    ups = {n: upstreams(n) for n in "ABC"}
+    conf = "upstream app {\n" + "".join("    server %s\n" % u.addr for u in ups.values())
+    conf += "    balance = hash\n    fail_timeout = 30s\n}\n"
+    srv = make_server(site=proxy_site(one_proxy("app", strip_prefix="true"), conf))
+    clients = ["127.0.0.%d" % i for i in range(2, 26)]
+    where = {}
+    for rnd in range(3):
+        for a in clients:
+            r, body = get_from(srv, "/api/echo", a)
+            j = json.loads(body)
+            assert r.status == 200
+            assert dict((k.lower(), v) for k, v in j["headers"])["x-forwarded-for"] == a
+            assert where.setdefault(a, j["name"]) == j["name"], (a, rnd)
+    assert set(where.values()) == {"A", "B", "C"}, where
+    # the server with the most clients goes down
+    gone = max("ABC", key=lambda n: list(where.values()).count(n))
+    ups[gone].kill()
+    for rnd in range(2):
+        moved = {}
+        for a in clients:
+            r, body = get_from(srv, "/api/echo", a)
+            assert r.status == 200
+            name = json.loads(body)["name"]
+            if where[a] == gone:
+                assert name != gone
+                assert moved.setdefault(a, name) == name
+            else:
+                assert name == where[a], (a, where[a], name)  # only the gone server's clients move
+    assert "marked down" in srv.stderr()
+
+
+# --- the PROXY protocol's client address upstream --------------------------------
+
+
+def test_forwarded_fields_carry_the_proxy_protocol_address(make_server, upstreams):
+    from test_proxy_protocol import v1, v2
+
+    up = upstreams()
+    pp = free_port()
+    listener_pp = "listener 127.0.0.1:%d {\n    proxy_protocol = true\n}\n" % pp
+    srv = make_server(site=proxy_site(one_proxy("http://" + up.addr, strip_prefix="true"), listener_pp))
+    cases = [
+        (v1(src="203.0.113.9", dport=pp), "203.0.113.9", "for=203.0.113.9"),
+        (v2(src="2001:db8::7", dst="2001:db8::1", dport=pp), "2001:db8::7", 'for="[2001:db8::7]"'),
+    ]
+    for hdr, xff, fwd in cases:
+        with RawConn("127.0.0.1", pp) as c:
+            c.send(hdr + b"GET /api/echo HTTP/1.1\r\nHost: front.example\r\nX-Forwarded-For: 198.51.100.1\r\n\r\n")
+            r = c.read_response()
+            assert r.status == 200
+            h = {k.lower(): v for k, v in json.loads(r.body)["headers"]}
+            assert h["x-forwarded-for"] == "198.51.100.1, " + xff
+            assert h["forwarded"] == fwd + ";host=front.example;proto=http"
+            # the same connection's next request too
+            c.send(b"GET /api/echo HTTP/1.1\r\nHost: front.example\r\n\r\n")
+            h = {k.lower(): v for k, v in json.loads(c.read_response().body)["headers"]}
+            assert h["x-forwarded-for"] == xff
+    # the plain listener: the socket's address
+    r, body = get(srv, "/api/echo")
+    h = {k.lower(): v for k, v in json.loads(body)["headers"]}
+    assert h["x-forwarded-for"] == "127.0.0.1" and h["forwarded"].startswith("for=127.0.0.1;")
+
+
+# --- over HTTP/2 -------------------------------------------------------------------
+
+
+def test_uploads_over_h2c(make_server, upstreams):
+    """A 3 MiB upload through the proxy over h2c (flow control at work), with
+    content-length and without (it goes up chunked): the upstream reads it
+    whole and intact."""
+    from test_http2 import H2
+
+    up = upstreams()
+    srv = make_server(site=proxy_site(one_proxy("http://" + up.addr, strip_prefix="true")), max_request_body="8M")
+    data = os.urandom(3 << 20)
+    c = H2(srv, timeout=30)
+    try:
+        for with_length in (True, False):
+            hdrs = [("content-type", "application/octet-stream")]
+            if with_length:
+                hdrs.append(("content-length", str(len(data))))
+            sid = c.request("/api/echo", method="POST", body=data, headers=hdrs)
+            st, = c.wait(sid, timeout=30)
+            assert st["headers"][":status"] == "200", st
+            j = json.loads(bytes(st["data"]))
+            assert j["body_len"] == len(data) and j["body_sha256"] == hashlib.sha256(data).hexdigest()
+            h = {k.lower(): v for k, v in j["headers"]}
+            if with_length:
+                assert h["content-length"] == str(len(data)) and "transfer-encoding" not in h
+            else:
+                assert h["transfer-encoding"] == "chunked" and "content-length" not in h
+    finally:
+        c.close()
 
 
 # --- other upstreams -----------------------------------------------------------

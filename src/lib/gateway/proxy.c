@@ -6,7 +6,7 @@
  *         preserve_host = false    # true: the client's Host goes upstream
  *         connect_timeout = 5s
  *         read_timeout = 60s       # between two reads from the upstream
- *         send_timeout = 60s       # between two writes to the upstream
+ *         send_timeout = 60s       # between two writes to the upstream (and to the client)
  *         retries = 2
  *         websocket = true
  *         buffer_response = false
@@ -156,6 +156,15 @@ static uint64_t hash_key(struct job *j)
 
 /* --- sending the request ------------------------------------------------------- */
 
+/* Whether the body goes up chunked: one whose length is not known ahead
+ * (HTTP/1.1 chunked, or an HTTP/2 body without content-length, which
+ * ends with its stream). Sent as it came without framing, the upstream
+ * would take the bytes of an HTTP/2 body for the next request. */
+static bool body_chunked(const struct colibri_request *req)
+{
+    return req->body_kind == BODY_CHUNKED || req->body_kind == BODY_TO_END;
+}
+
 static int send_head(struct job *j, const struct gw_server *s, bool upgrade)
 {
     struct colibri_request *req = j->req;
@@ -172,7 +181,7 @@ static int send_head(struct job *j, const struct gw_server *s, bool upgrade)
         .client_addr = addr,
         .secure = colibri_req_is_secure(req),
         .content_length = req->body_kind == BODY_LENGTH ? h->content_length : -1,
-        .chunked = req->body_kind == BODY_CHUNKED,
+        .chunked = body_chunked(req),
         .upgrade = upgrade,
     };
     strbuf_reset(&j->head);
@@ -186,7 +195,7 @@ static int send_head(struct job *j, const struct gw_server *s, bool upgrade)
 static int send_body(struct job *j, bool *client)
 {
     struct colibri_request *req = j->req;
-    bool chunked = req->body_kind == BODY_CHUNKED;
+    bool chunked = body_chunked(req);
     *client = false;
     for (;;) {
         struct view v;
@@ -289,7 +298,12 @@ static const char *err_text(ssize_t r)
 static bool relay_length(struct job *j, uint64_t n)
 {
     struct conn_ctx *ctx = j->req->ctx;
+    struct colibri_response *resp = j->req->hc->resp;
     bool first = true;
+    /* counted as it goes, as a chunked answer's is: an answer cut short
+     * (by the upstream, or a client that went or stalled) is logged with
+     * what went out, not the length it announced */
+    resp->body_bytes = 0;
     while (n) {
         if (j->pos == j->len) {
             ssize_t r = more(j);
@@ -300,6 +314,7 @@ static bool relay_length(struct job *j, uint64_t n)
             }
         }
         size_t take = (size_t)MIN((uint64_t)(j->len - j->pos), n);
+        resp->body_bytes += take;
         if (first)
             conn_flush_with(ctx, j->buf + j->pos, take); /* the head and the first bytes */
         else
@@ -456,6 +471,11 @@ static int relay(struct job *j, struct gw_resp_head *h, size_t hlen, bool upgrad
         job_close(j); /* a tunnel's connection is never pooled */
         return 101;
     }
+    /* the answer goes to the client at its pace, but a client that takes
+     * nothing for send_timeout ends the request, and the upstream
+     * connection with it (cut, not pooled): it is not held for the
+     * request timeout (cleared once relay() returns) */
+    conn_set_write_timeout(req->ctx, j->pr->send_ms);
     bool no_body = resp->head_only || h->status == 204 || h->status == 304;
     bool keep = !h->conn_close;
     if (no_body) {
@@ -647,6 +667,7 @@ int proxy_handler(struct colibri_request *req, struct colibri_response *resp, vo
             }
             gw_succeeded(up, (unsigned)j->srv);
             status = relay(j, &h, (size_t)hl, upgrade);
+            conn_set_write_timeout(ctx, 0);
             if (j->fd >= 0) {
                 gw_pool_put(up, ctx, (unsigned)j->srv, j->fd);
                 j->fd = -1;

@@ -62,7 +62,9 @@ void gw_failed(struct gw_upstream *up, unsigned i, uint64_t now_ms)
 {
     struct gw_server *s = &up->servers[i];
     gw_stats_attempt(up, i, true);
-    if (!up->max_fails)
+    /* a group of one server is never marked down (gw_pick takes it
+     * anyway: there is nowhere else to go), nor said to be */
+    if (!up->max_fails || up->n == 1)
         return;
     uint64_t since = atomic_load_explicit(&s->fail_since_ms, memory_order_relaxed);
     if (now_ms - since > up->fail_timeout_ms) {

@@ -4,6 +4,7 @@
 #include "rt/conn.h"
 
 #include <errno.h>
+#include <linux/tcp.h>
 #include <netinet/in.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
@@ -44,10 +45,65 @@ void conn_wait_io(struct conn_ctx *ctx, int what)
     wait_for(ctx, what);
 }
 
+/* The bytes of the connection its peer has acknowledged so far (TCP's
+ * count), or -1 when the socket cannot say (not TCP): what a peer that
+ * reads takes. A socket with a large send buffer says it is writable
+ * again only once much of it went: a reader may take bytes for a while
+ * with no writability seen. */
+static int64_t acked(int fd)
+{
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
+        len < offsetof(struct tcp_info, tcpi_bytes_acked) + sizeof(ti.tcpi_bytes_acked))
+        return -1;
+    return (int64_t)ti.tcpi_bytes_acked;
+}
+
+/* A write's wait under conn_set_write_timeout(): the usual wait for the
+ * socket (its events, the request timeout's queue), and the context's
+ * timer armed beside it. The timer's expiry resumes the coroutine through
+ * wait_end(), which disarms it: a timer found still armed after the wait
+ * means the socket came ready first (it is disarmed here). At the expiry,
+ * a peer that took bytes meanwhile (acknowledged more) gets another
+ * while. Whether the wait ran out with nothing taken; false too when it
+ * was not bounded (the request timeout is shorter, a sub-context, a
+ * stop). */
+static __attribute__((noinline)) bool wait_for_bounded(struct conn_ctx *ctx, int what)
+{
+    struct worker *w = ctx->worker;
+    if (ctx->parent || conn_stopping(ctx) ||
+        (uint64_t)ctx->write_timeout_ms >= (uint64_t)w->cfg->request_timeout_s * 1000) {
+        wait_for(ctx, what);
+        return false;
+    }
+    for (int64_t took = acked(ctx->fd);;) {
+        uint64_t deadline =
+            worker_now_ms() + (uint64_t)ctx->write_timeout_ms + wait_coarse_lag_ms();
+        if (timer_add(&w->timers, &ctx->timer, deadline) < 0) {
+            wait_for(ctx, what);
+            return false;
+        }
+        ctx->wait_result = -ETIMEDOUT; /* what the timer's expiry says; a stop's: -ECANCELED */
+        wait_for(ctx, what);
+        if (timer_armed(&ctx->timer)) {
+            timer_del(&w->timers, &ctx->timer);
+            return false;
+        }
+        if (ctx->wait_result != -ETIMEDOUT)
+            return false;
+        int64_t now = acked(ctx->fd);
+        if (took < 0 || now <= took)
+            return true;
+        took = now;
+    }
+}
+
 /* After a failed call with left bytes to go: wait for readiness on EAGAIN
  * (in the direction the transport needs: TLS may have to read to write),
  * retry at once on EINTR, give up on the connection for anything else
- * (ctx->unsent says what did not go out meanwhile). */
+ * (ctx->unsent says what did not go out meanwhile), or for a wait longer
+ * than the write timeout. */
 static void retry_or_abort(struct conn_ctx *ctx, int wait, size_t left)
 {
     if (errno == EINTR)
@@ -55,7 +111,11 @@ static void retry_or_abort(struct conn_ctx *ctx, int wait, size_t left)
     ctx->unsent = left;
     if (errno != EAGAIN)
         coro_abort(ctx->coro);
-    wait_for(ctx, ctx->tls ? ctx->tls_want : wait);
+    int what = ctx->tls ? ctx->tls_want : wait;
+    if (likely(!ctx->write_timeout_ms))
+        wait_for(ctx, what);
+    else if (wait_for_bounded(ctx, what))
+        coro_abort(ctx->coro);
     ctx->unsent = 0;
 }
 

@@ -226,6 +226,9 @@ struct conn_ctx {
     /* the bytes of the write under way that had not gone out when it
      * last waited or failed (0 once it completed): for abandon() */
     size_t unsent;
+    /* conn_set_write_timeout(): a write's wait for the peer bounded by
+     * this many ms (0: by the request timeout alone) */
+    int write_timeout_ms;
     /* several coroutines for one connection (conn_sub_new): a sub-context's
      * connection context and the protocol's I/O for it (NULL for a
      * connection's own); a connection's sub-contexts, and whether one of
@@ -319,6 +322,21 @@ static inline void conn_flush_with(struct conn_ctx *ctx, const void *p, size_t l
     };
     conn_writev_all(ctx, iov, 2, ctx->out.len + len);
     strbuf_reset(&ctx->out);
+}
+/* From now on until set to 0 (a new connection starts at 0): a write to
+ * the peer (the wrappers above, conn_sendfile) whose wait sees the peer
+ * take no byte for ms aborts the coroutine, as a failed write does (its
+ * defers run, the protocol's abandon() logs the request as interrupted,
+ * the connection closes). A byte taken is one more byte acknowledged by
+ * the peer (TCP_INFO), not only the socket's writability: a socket with a
+ * large send buffer says writable only once much of it went. Only where
+ * ms is shorter than the request timeout (which bounds the wait
+ * otherwise); not on a sub-context (an HTTP/2 stream's writes are its
+ * protocol's), nor once the worker stops (the stop's deadline bounds it).
+ * Such a wait costs a timer, and a getsockopt() at its start and end. */
+static inline void conn_set_write_timeout(struct conn_ctx *ctx, int ms)
+{
+    ctx->write_timeout_ms = ms > 0 ? ms : 0;
 }
 /* sendfile() of len bytes from offset; the header must have gone first. */
 void conn_sendfile(struct conn_ctx *ctx, int file_fd, off_t offset, size_t len);

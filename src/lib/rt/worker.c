@@ -383,6 +383,7 @@ static void conn_start(struct worker *w, int fd, bool fresh)
     ctx->new_deadline = false;
     ctx->waiting = 0;
     ctx->unsent = 0;
+    ctx->write_timeout_ms = 0;
     ctx->verdict = CONN_KEEP;
     ctx->fresh = fresh;
     coro_reset(ctx->coro, conn_coro_main, ctx);
