@@ -20,7 +20,7 @@ import h2.settings
 import hpack
 import pytest
 
-from rawhttp import TIME_SCALE
+from rawhttp import TIME_SCALE, recv_until
 from test_http2 import H2, SITE, curl
 from test_modules import build_greet
 
@@ -39,12 +39,7 @@ def http1_head(srv, target):
     """The head of an HTTP/1.1 answer, as a list of (lowercased name, value)."""
     with socket.create_connection((srv.host, srv.port), timeout=5 * TIME_SCALE) as s:
         s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % target.encode())
-        data = b""
-        while b"\r\n\r\n" not in data:
-            d = s.recv(65536)
-            if not d:
-                break
-            data += d
+        data = recv_until(s, lambda d: b"\r\n\r\n" in d, 5 * TIME_SCALE)
     head = data.partition(b"\r\n\r\n")[0].decode("latin-1").split("\r\n")
     assert head[0].startswith("HTTP/1.1 200 "), head
     return [(n.strip().lower(), v.strip()) for n, _, v in (l.partition(":") for l in head[1:])]
