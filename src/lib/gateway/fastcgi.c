@@ -64,15 +64,22 @@ struct fjob {
     bool body_kept;
     uint64_t body_len;
     bool drained;  /* nothing to read from fd before it is ready (gw_read_ready) */
-    bool starving; /* a new connection waits for its answer (gw_starving) */
+    bool fresh;    /* a new connection whose answer has not begun */
+    bool starving; /* ... and has waited STARVE_MS for it (gw_starving) */
 };
+
+/* How long a new connection's answer may take before its wait counts as
+ * maybe queued behind PHP-FPM children that idle kept connections hold
+ * (gw_starving): a request PHP-FPM took begins its answer within this
+ * most often, so under load the pools keep their connections. */
+#define STARVE_MS 50
 
 /* The new connection's wait for its answer is over. */
 static void fjob_fed(struct fjob *j)
 {
     if (j->starving)
         gw_starving(j->fr->up, (unsigned)j->srv, false);
-    j->starving = false;
+    j->starving = j->fresh = false;
 }
 
 static void fjob_close(struct fjob *j)
@@ -508,8 +515,19 @@ static ssize_t next_record(struct fjob *j, struct fcgi_rec *rec, bool *got)
             j->len = have;
             j->pos = 0;
         }
-        ssize_t n = gw_read_ready(j->req->ctx, j->fd, j->buf + j->len, FCGI_BUF - j->len,
-                                  j->fr->read_ms, &j->drained);
+        int ms = j->fr->read_ms;
+        if (j->fresh && !j->starving && ms > STARVE_MS)
+            ms = STARVE_MS; /* then, with nothing yet, the rest of read_timeout */
+        ssize_t n =
+            gw_read_ready(j->req->ctx, j->fd, j->buf + j->len, FCGI_BUF - j->len, ms, &j->drained);
+        if (n == -ETIMEDOUT && ms != j->fr->read_ms) {
+            /* PHP-FPM may not have taken the connection: while it waits,
+             * the pools give back the children their idle ones hold */
+            j->starving = true;
+            gw_starving(j->fr->up, (unsigned)j->srv, true);
+            n = gw_read_ready(j->req->ctx, j->fd, j->buf + j->len, FCGI_BUF - j->len,
+                              j->fr->read_ms - STARVE_MS, &j->drained);
+        }
         if (n < 0)
             return n;
         if (n == 0)
@@ -656,7 +674,7 @@ int fcgi_handler(struct colibri_request *req, struct colibri_response *resp, voi
     j->fr = fr;
     j->fd = j->srv = -1;
     j->len = j->pos = j->body_at = 0;
-    j->reused = j->drained = j->body_kept = j->starving = false;
+    j->reused = j->drained = j->body_kept = j->starving = j->fresh = false;
     j->body_len = 0;
     if (colibri_defer(req, fjob_end, j)) {
         return 503; /* the end ran at once: the job is back (kept or freed) */
@@ -721,9 +739,9 @@ int fcgi_handler(struct colibri_request *req, struct colibri_response *resp, voi
             }
             j->fd = fd;
             /* PHP-FPM may not take it while its children are held by idle
-             * kept connections: they are closed until it is answered */
-            j->starving = true;
-            gw_starving(up, (unsigned)j->srv, true);
+             * kept connections: if its answer is slow to begin, they are
+             * closed until it is answered (next_record) */
+            j->fresh = true;
         }
         j->reused = reused && safe; /* what a failed answer may be sent again for */
         bool client = false, keep = false, got = false;
