@@ -369,7 +369,7 @@ bool gw_pool_idle(unsigned worker, int fd, bool closed)
 
 /* --- the active check -------------------------------------------------------------- */
 
-static uint64_t mono_ms(void)
+uint64_t gw_mono_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -396,7 +396,7 @@ static bool check_one(const struct gw_upstream *up, const struct gw_server *s, i
         snprintf(why, whylen, "socket: %s", strerror(errno));
         return false;
     }
-    uint64_t deadline = mono_ms() + (uint64_t)timeout_ms;
+    uint64_t deadline = gw_mono_ms() + (uint64_t)timeout_ms;
     bool ok = false;
     char buf[4096];
     int n = snprintf(buf, sizeof(buf),
@@ -418,7 +418,7 @@ static bool check_one(const struct gw_upstream *up, const struct gw_server *s, i
         goto out;
     }
     for (;;) {
-        uint64_t now = mono_ms();
+        uint64_t now = gw_mono_ms();
         if (now >= deadline)
             goto out;
         struct pollfd p[2] = {{.fd = fd, .events = sent < (size_t)n ? POLLOUT : POLLIN},
@@ -477,8 +477,8 @@ static void *check_thread(void *arg)
                 atomic_store(&s->down_until_ms, 0);
         }
         struct pollfd p = {.fd = up->stop_fd, .events = POLLIN};
-        uint64_t until = mono_ms() + up->health_interval_ms;
-        for (uint64_t now = mono_ms(); now < until; now = mono_ms()) {
+        uint64_t until = gw_mono_ms() + up->health_interval_ms;
+        for (uint64_t now = gw_mono_ms(); now < until; now = gw_mono_ms()) {
             int n = poll(&p, 1, (int)(until - now));
             if (n > 0 || (n < 0 && errno != EINTR))
                 return NULL;

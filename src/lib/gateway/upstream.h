@@ -124,6 +124,9 @@ int gw_pick(struct gw_upstream *up, unsigned worker, uint64_t now_ms, uint64_t t
  * success of server i. */
 void gw_failed(struct gw_upstream *up, unsigned i, uint64_t now_ms);
 void gw_succeeded(struct gw_upstream *up, unsigned i);
+/* CLOCK_MONOTONIC in milliseconds: the active health check's clock (its
+ * thread has no worker's). */
+uint64_t gw_mono_ms(void);
 /* Whether server i is up now. */
 bool gw_server_up(const struct gw_upstream *up, unsigned i, uint64_t now_ms);
 

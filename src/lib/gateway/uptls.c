@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <time.h>
 
 #include "base/log.h"
 
@@ -239,13 +238,6 @@ int gw_tls_connect(struct conn_ctx *ctx, struct gw_tls *t, const char *text, int
     return fd;
 }
 
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 ssize_t gw_tls_check(struct gw_tls *t, int fd, int stop_fd, uint64_t deadline_ms, const char *req,
                      size_t n, char *buf, size_t cap, char *why, size_t whylen)
 {
@@ -287,7 +279,7 @@ ssize_t gw_tls_check(struct gw_tls *t, int fd, int stop_fd, uint64_t deadline_ms
                 snprintf(why, whylen, "%s", e == SSL_ERROR_SYSCALL ? strerror(errno) : "TLS error");
             break;
         }
-        uint64_t now = mono_ms();
+        uint64_t now = gw_mono_ms();
         if (now >= deadline_ms)
             break;
         struct pollfd p[2] = {{.fd = fd, .events = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT},
