@@ -255,6 +255,11 @@ def test_error_log_rate_limited(make_server):
 def test_pid_file_written_and_removed(make_server, tmp_path):
     pid = tmp_path / "colibri.pid"
     s = make_server(pid_file=str(pid))
+    # the listeners are bound (the harness's probe got in) just before the
+    # pid file is written: give it a moment (seen missing once in make test)
+    deadline = time.monotonic() + 5
+    while not pid.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
     assert pid.read_text() == "%d\n" % s.proc.pid
     s.send_signal(signal.SIGTERM)
     assert s.wait(10) == 0
